@@ -1,0 +1,36 @@
+# Common definitions for ordma's scripts. Source it; do not run it.
+#
+# ORDMA_CACHE   where build roots, kernels and cargo state live (default ~/.cache/ordma)
+# ORDMA_DEBIAN_MIRROR  Debian mirror for debootstrap (default: the host's own apt mirror)
+
+set -euo pipefail
+
+ORDMA_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ORDMA_CACHE=${ORDMA_CACHE:-${HOME:-/root}/.cache/ordma}
+# Bump when the way a root is made changes (not its package list).
+ORDMA_ROOT_FORMAT=1
+# Bump when the way a kernel is built changes (not its fragment).
+ORDMA_KERNEL_FORMAT=1
+
+log() { printf '[ordma %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { printf '[ordma] error: %s\n' "$*" >&2; exit 1; }
+
+# The build root's hash: its package list plus the format version.
+root_hash() {
+	{ echo "format $ORDMA_ROOT_FORMAT"; grep -v '^#' "$ORDMA_SRC/scripts/root-packages.txt"; } |
+		sha256sum | cut -c1-16
+}
+
+root_dir() { echo "$ORDMA_CACHE/root-$(root_hash)"; }
+
+# The kernel's hash: the root it is built with (source version), fragment and format.
+kernel_hash() {
+	{ echo "format $ORDMA_KERNEL_FORMAT"; root_hash; cat "$ORDMA_SRC/scripts/kernel.config"; } |
+		sha256sum | cut -c1-16
+}
+
+kernel_dir() { echo "$ORDMA_CACHE/kernel-$(kernel_hash)"; }
+
+need_root_user() {
+	[ "$(id -u)" = 0 ] || die "this step needs root (debootstrap, chroot and mount namespaces)"
+}
