@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The NIC's hardware definitions, shared with the device model, and their kernel views.
+
+#[path = "../../../../rtl/ordma-hw/src/defs.rs"]
+mod defs;
+
+pub(crate) use defs::*;
+
+use kernel::pci;
+
+/// The ordma vendor ID as the PCI abstractions want it.
+///
+/// `pci::Vendor` offers named constants for assigned vendors only, and ordma's ID is not
+/// assigned (see [`PCI_VENDOR_ID`]).
+pub(crate) const VENDOR: pci::Vendor =
+    // SAFETY: `pci::Vendor` is `#[repr(transparent)]` over `u16` and its invariant is only
+    // that it holds a 16-bit PCI vendor ID, which `PCI_VENDOR_ID` is.
+    unsafe { core::mem::transmute::<u16, pci::Vendor>(PCI_VENDOR_ID) };

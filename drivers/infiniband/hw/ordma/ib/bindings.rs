@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Raw ib_core bindings, generated at build time, and the C helpers.
+//!
+//! These may not be used directly outside `ib/`: wrap them in the parent module.
+
+#[expect(
+    non_camel_case_types,
+    non_upper_case_globals,
+    non_snake_case,
+    dead_code,
+    unreachable_pub,
+    clippy::all,
+    clippy::pedantic,
+    clippy::restriction,
+    clippy::style,
+    reason = "bindgen output follows C naming and is not ours to lint"
+)]
+mod generated {
+    use kernel::ffi;
+    use pin_init::MaybeZeroable;
+    include!("bindings_generated.rs");
+}
+
+pub(super) use generated::{ib_device, ib_device_ops};
+
+/// `sizeof(struct ib_device)` as the C compiler sees it.
+pub(super) fn sizeof_ib_device() -> usize {
+    // SAFETY: `ordma_helper_sizeof_ib_device` is a `const size_t` defined in helpers.c and
+    // linked into this module; it is initialised before the module runs and never written.
+    unsafe { generated::ordma_helper_sizeof_ib_device }
+}
+
+/// `sizeof(struct ib_device_ops)` as the C compiler sees it.
+pub(super) fn sizeof_ib_device_ops() -> usize {
+    // SAFETY: as for `sizeof_ib_device`: a constant defined in helpers.c.
+    unsafe { generated::ordma_helper_sizeof_ib_device_ops }
+}
