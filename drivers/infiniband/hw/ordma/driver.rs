@@ -2,7 +2,7 @@
 
 //! PCI glue: the ID table, probe and unbind.
 
-use kernel::{device::Core, pci, prelude::*};
+use kernel::{device::Core, io::Io, pci, prelude::*};
 
 use crate::hw;
 
@@ -20,7 +20,6 @@ pub(crate) struct OrdmaDriver;
 
 kernel::pci_device_table!(
     PCI_TABLE,
-    MODULE_PCI_TABLE,
     <OrdmaDriver as pci::Driver>::IdInfo,
     [(
         pci::DeviceId::from_id(hw::VENDOR, hw::PCI_DEVICE_ID as u32),

@@ -1,0 +1,41 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# ordma's entry points. See README.md and Documentation/testing.md.
+#
+#   make              build ordma.ko (against KDIR; default: the cached test kernel)
+#   make run          boot a VM with ordma loaded and show it working
+#   make test         everything: lint, unit tests, module build, VM tests
+#   make clean        remove build products from the tree
+#
+# With KDIR=<a Rust-enabled kernel tree> the module is built directly against it, with the
+# host's tools. Without KDIR, the pinned build root and the test kernel are built (or reused
+# from the cache, $ORDMA_CACHE, default ~/.cache/ordma) and the module is built inside the
+# root, against the test kernel.
+
+ORDMA := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+
+.PHONY: all modules run test clean lint
+
+ifneq ($(KDIR),)
+# Direct build against a given tree (also what the wrapper below runs inside the root).
+all modules:
+	$(MAKE) -C $(KDIR) M=$(ORDMA) LLVM=$(or $(LLVM),1) $(if $(CLIPPY),CLIPPY=$(CLIPPY)) modules
+
+clean:
+	$(MAKE) -C $(KDIR) M=$(ORDMA) LLVM=$(or $(LLVM),1) clean
+else
+all modules:
+	$(ORDMA)/scripts/build-kernel.sh >/dev/null
+	$(ORDMA)/scripts/in-root -- make -C /ordma/src KDIR=/ordma/kernel $(if $(CLIPPY),CLIPPY=$(CLIPPY)) modules
+
+clean:
+	if [ -f "$$($(ORDMA)/scripts/kernel-path.sh)/.ordma-kernel-complete" ]; then \
+		$(ORDMA)/scripts/in-root -- make -C /ordma/src KDIR=/ordma/kernel clean; fi
+	rm -rf $(ORDMA)/target
+endif
+
+run:
+	$(ORDMA)/qemu-test/run --nics 0 -- bash /ordma/src/qemu-test/demo.sh
+
+test:
+	$(ORDMA)/scripts/test.sh
