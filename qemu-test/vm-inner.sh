@@ -1,0 +1,96 @@
+#!/bin/bash
+# The VM half of qemu-test/run; runs inside the build root (scripts/in-root), as PID 1 of its
+# own PID namespace. Builds the initramfs, starts QEMU, streams the console, enforces the
+# timeout, and turns what the guest left in /ordma/results into an exit status.
+set -euo pipefail
+NICS=0
+TIMEOUT=600
+while [ $# -gt 0 ]; do
+	case $1 in
+	--nics) NICS=$2; shift 2 ;;
+	--timeout) TIMEOUT=$2; shift 2 ;;
+	*) echo "vm-inner: unknown argument $1" >&2; exit 127 ;;
+	esac
+done
+R=/ordma/results
+K=/ordma/kernel
+G=/ordma/src/qemu-test/guest
+log() { printf '[ordma %s] %s\n' "$(date +%H:%M:%S)" "$*" | tee -a "$R/harness.log" >&2; }
+
+children=()
+cleanup() {
+	local p
+	for p in "${children[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in "${children[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+trap 'log "signal: stopping QEMU"; cleanup; exit 130' INT TERM HUP
+
+# The initramfs: busybox and our init, which mounts the real root and switches to it.
+I=/tmp/initramfs
+mkdir -p "$I"/{bin,dev,proc,sys,lower,rw,newroot}
+cp /bin/busybox "$I/bin/busybox"
+cp "$G/init" "$I/init"
+chmod +x "$I/init"
+mknod -m 600 "$I/dev/console" c 5 1
+(cd "$I" && find . | cpio -o -H newc --quiet | gzip -1) >/tmp/initrd.gz
+
+: >"$R/console.log"
+MEM=2G
+QEMU=(qemu-system-x86_64
+	-machine q35,memory-backend=mem0 -accel tcg -cpu max -smp 2 -m "$MEM"
+	-object memory-backend-memfd,id=mem0,size="$MEM",share=on
+	-nodefaults -display none -monitor none -no-reboot
+	-chardev file,id=con,path="$R/console.log" -serial chardev:con
+	-kernel "$K/arch/x86/boot/bzImage" -initrd /tmp/initrd.gz
+	-append "console=ttyS0 panic=-1 quiet ordma_nics=$NICS"
+	-fsdev local,id=fsroot,path=/ordma/guestroot,security_model=none,readonly=on,multidevs=remap
+	-device virtio-9p-pci,fsdev=fsroot,mount_tag=root
+	-fsdev local,id=fssrc,path=/ordma/src,security_model=none,readonly=on,multidevs=remap
+	-device virtio-9p-pci,fsdev=fssrc,mount_tag=src
+	-fsdev local,id=fsmods,path="$K/mods",security_model=none,readonly=on
+	-device virtio-9p-pci,fsdev=fsmods,mount_tag=mods
+	-fsdev local,id=fsres,path="$R",security_model=none
+	-device virtio-9p-pci,fsdev=fsres,mount_tag=results
+	-netdev user,id=net0 -device virtio-net-pci,netdev=net0,romfile=
+)
+printf '%q ' "${QEMU[@]}" >"$R/qemu-cmdline.txt"
+log "booting the guest (TCG; timeout ${TIMEOUT}s)"
+START=$SECONDS
+"${QEMU[@]}" >"$R/qemu.log" 2>&1 &
+QPID=$!
+children+=("$QPID")
+# The console, live, until QEMU exits.
+tail -n +1 -F --pid="$QPID" "$R/console.log" 2>/dev/null &
+children+=("$!")
+# The timeout: a deadline, not a synchronisation.
+(sleep "$TIMEOUT" && touch /tmp/timed-out && kill -TERM "$QPID") 2>/dev/null &
+WATCHDOG=$!
+children+=("$WATCHDOG")
+
+qrc=0
+wait "$QPID" || qrc=$?
+kill "$WATCHDOG" 2>/dev/null || true
+sleep 0.2 # let tail print the console's last lines before we summarise
+log "guest ran $((SECONDS - START)) s; QEMU exit status $qrc"
+
+if [ -e /tmp/timed-out ]; then
+	log "TIMEOUT: the guest did not finish within ${TIMEOUT}s"
+	exit 124
+fi
+if [ ! -s "$R/rc" ]; then
+	log "VM FAILURE: the guest stopped before the command finished (see console.log, qemu.log)"
+	tail -n 5 "$R/qemu.log" >&2 || true
+	exit 125
+fi
+rc=$(cat "$R/rc")
+# Any kernel warning, BUG or oops fails the run, whatever the command said.
+if grep -E 'WARNING:|BUG:|Oops|general protection|Call Trace:|Kernel panic|UBSAN:|KASAN:' \
+	"$R/dmesg.txt" "$R/console.log" >"$R/kernel-splats.txt" 2>/dev/null; then
+	log "KERNEL WARNING in the guest (see dmesg.txt):"
+	head -n 5 "$R/kernel-splats.txt" >&2
+	[ "$rc" != 0 ] || rc=126
+else
+	rm -f "$R/kernel-splats.txt"
+fi
+exit "$rc"
