@@ -1,0 +1,23 @@
+#!/bin/bash
+# VM test: ordma.ko loads, carries the ordma PCI alias, unloads cleanly and loads again.
+# (The harness fails the run if the kernel logs any warning; it loaded ordma before us.)
+# nics: 0
+set -euo pipefail
+KO=/ordma/src/drivers/infiniband/hw/ordma/ordma.ko
+grep -q '^ordma ' /proc/modules || { echo "FAIL: ordma is not loaded"; exit 1; }
+alias=$(modinfo -F alias "$KO")
+echo "alias: $alias"
+[ "$alias" = "pci:v00004F52d00000001sv*sd*bc*sc*i*" ] || { echo "FAIL: unexpected PCI alias"; exit 1; }
+for i in 1 2 3; do
+	rmmod ordma
+	[ ! -e /sys/module/ordma ] || { echo "FAIL: /sys/module/ordma still there after rmmod"; exit 1; }
+	insmod "$KO"
+	[ -e /sys/bus/pci/drivers/ordma ] || { echo "FAIL: no ordma PCI driver after insmod"; exit 1; }
+	echo "cycle $i: unloaded and reloaded"
+done
+rmmod ordma
+# Nothing of ordma may be left behind.
+if grep -q ordma /proc/modules || [ -e /sys/bus/pci/drivers/ordma ]; then
+	echo "FAIL: ordma left state behind after rmmod"; exit 1
+fi
+echo "PASS: module-load"
