@@ -43,7 +43,7 @@ QEMU=(qemu-system-x86_64
 	-nodefaults -display none -monitor none -no-reboot
 	-chardev file,id=con,path="$R/console.log" -serial chardev:con
 	-kernel "$K/arch/x86/boot/bzImage" -initrd /tmp/initrd.gz
-	-append "console=ttyS0 panic=-1 quiet ordma_nics=$NICS"
+	-append "console=ttyS0 panic=-1 quiet"
 	-fsdev local,id=fsroot,path=/ordma/guestroot,security_model=none,readonly=on,multidevs=remap
 	-device virtio-9p-pci,fsdev=fsroot,mount_tag=root
 	-fsdev local,id=fssrc,path=/ordma/src,security_model=none,readonly=on,multidevs=remap

@@ -38,3 +38,11 @@ pub const fn version_minor(version: u32) -> u16 {
     // CAST: truncation to the low 16 bits is the point.
     version as u16
 }
+
+// Compile-time checks: both the driver and the model refuse to build if these break.
+const _: () = assert!(BAR0_SIZE.is_power_of_two());
+const _: () = assert!(REG_VERSION + 4 <= BAR0_SIZE, "VERSION lies outside BAR0");
+const _: () = assert!(
+    PCI_CLASS >> 8 == 0x0207,
+    "the class is InfiniBand controller"
+);
