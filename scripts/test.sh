@@ -16,17 +16,24 @@ SUMMARY=$TR/summary.txt
 failed=0
 T0=$SECONDS
 
-# step NAME COMMAND...: run it, log to $TR/NAME.log, record PASS/FAIL and the time.
+# step [--show] NAME COMMAND...: run it, log to $TR/NAME.log (--show: and to the terminal,
+# for the long builds' progress), record PASS/FAIL and the time.
 step() {
-	local name=$1 start=$SECONDS rc=0
+	local show= name start=$SECONDS rc=0
+	[ "$1" != --show ] || { show=1; shift; }
+	name=$1
 	shift
 	log "== $name"
-	"$@" >"$TR/$name.log" 2>&1 || rc=$?
+	if [ -n "$show" ]; then
+		"$@" 2>&1 | tee "$TR/$name.log" >&2 || rc=$?
+	else
+		"$@" >"$TR/$name.log" 2>&1 || rc=$?
+	fi
 	local t=$((SECONDS - start)) res=PASS
 	if [ $rc != 0 ]; then
 		res=FAIL
 		failed=$((failed + 1))
-		tail -n 25 "$TR/$name.log" | sed 's/^/    /' >&2
+		[ -n "$show" ] || tail -n 25 "$TR/$name.log" | sed 's/^/    /' >&2
 	fi
 	printf '%-4s %-34s %5d s%s\n' "$res" "$name" "$t" "$([ $rc = 0 ] || echo "  (exit $rc; $TR/$name.log)")" |
 		tee -a "$SUMMARY" >&2
@@ -52,8 +59,8 @@ vm_test() { # FILE
 }
 
 log "test results: $TR"
-step build-root "$ORDMA_SRC/scripts/build-root.sh" || { log "no build root; stopping"; exit 1; }
-step build-kernel "$ORDMA_SRC/scripts/build-kernel.sh" || { log "no test kernel; stopping"; exit 1; }
+step --show build-root "$ORDMA_SRC/scripts/build-root.sh" || { log "no build root; stopping"; exit 1; }
+step --show build-kernel "$ORDMA_SRC/scripts/build-kernel.sh" || { log "no test kernel; stopping"; exit 1; }
 step lint-rustfmt inroot 'rustfmt --check --edition 2021 --config-path /ordma/kernel/.rustfmt.toml \
 	drivers/infiniband/hw/ordma/ordma_main.rs && cargo fmt --all --check' || true
 step lint-cargo-clippy inroot 'cargo clippy --workspace --all-targets -- -D warnings' || true
