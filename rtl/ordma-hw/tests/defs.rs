@@ -11,3 +11,85 @@ fn version_fields_split_major_and_minor() {
     assert_eq!(version_major(u32::MAX), 0xffff);
     assert_eq!(version_minor(u32::MAX), 0xffff);
 }
+
+#[test]
+fn admin_command_round_trips_and_rejects_reserved_bits() {
+    let params = QueryDeviceParams {
+        resp_addr: 0x1234_5678_9abc_d000,
+        resp_len: 64,
+    }
+    .encode();
+    let cmd = AdminCmd {
+        opcode: CMD_QUERY_DEVICE,
+        cmd_id: 0xdead_beef,
+        params,
+    };
+    let b = cmd.encode();
+    assert_eq!(
+        &b[4..8],
+        &[0xef, 0xbe, 0xad, 0xde],
+        "cmd_id is little-endian at 4"
+    );
+    assert_eq!(AdminCmd::decode(&b), Some(cmd));
+    let q = QueryDeviceParams::decode(&cmd.params).expect("valid params");
+    assert_eq!((q.resp_addr, q.resp_len), (0x1234_5678_9abc_d000, 64));
+    for off in 1..4 {
+        let mut bad = b;
+        bad[off] = 1;
+        assert_eq!(AdminCmd::decode(&bad), None, "reserved byte {off}");
+    }
+    let mut p = params;
+    p[20] = 1;
+    assert_eq!(QueryDeviceParams::decode(&p), None);
+}
+
+#[test]
+fn completions_and_events_round_trip() {
+    let c = AdminCompletion {
+        cmd_id: 7,
+        status: AQ_BAD_PARAM,
+        phase: true,
+        result: u64::MAX,
+    };
+    assert_eq!(AdminCompletion::decode(&c.encode()), c);
+    assert_eq!(c.encode()[6], 1, "phase is bit 0 of byte 6");
+    let e = Event {
+        kind: EVENT_PORT_ACTIVE,
+        phase: false,
+        data: 1,
+        data2: 2,
+    };
+    assert_eq!(Event::decode(&e.encode()), e);
+}
+
+#[test]
+fn device_attrs_round_trip() {
+    let a = DeviceAttrs {
+        fw_version: 1 << 32,
+        node_guid: 0x0200_00ff_fe00_0001,
+        page_size_cap: (1 << 12) | (1 << 21) | (1 << 30),
+        max_qp: 1,
+        max_qp_wr: 2,
+        max_cq: 3,
+        max_cqe: 4,
+        max_mr: 5,
+        max_pd: 6,
+        max_sge: 7,
+        num_ports: 1,
+        vendor_part_id: 9,
+        hw_ver: 10,
+    };
+    let b = a.encode();
+    assert_eq!(DeviceAttrs::decode(&b), a);
+    assert_eq!(get_le32(&b, 60), Some(10), "hw_ver is the last word");
+}
+
+#[test]
+fn byte_accessors_are_bounds_checked() {
+    let mut b = [0u8; 8];
+    assert_eq!(get_le64(&b, 1), None);
+    assert_eq!(get_le32(&b, usize::MAX), None);
+    assert!(!put_le32(&mut b, 6, 1));
+    assert!(put_le32(&mut b, 4, 0x0102_0304));
+    assert_eq!(b[4..], [4, 3, 2, 1]);
+}
