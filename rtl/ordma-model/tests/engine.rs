@@ -1,0 +1,382 @@
+//! The engine against mock guest memory: admin queue, event queue, reset, bad input.
+
+use std::cell::RefCell;
+
+use ordma_hw as hw;
+use ordma_model::engine::{Interrupts, Nic, NicConfig};
+use ordma_model::mem::{GuestMemory, MockMemory};
+
+#[derive(Default)]
+struct Irqs(RefCell<Vec<u16>>);
+
+impl Interrupts for Irqs {
+    fn raise(&self, vector: u16) {
+        self.0.borrow_mut().push(vector);
+    }
+}
+
+impl Irqs {
+    fn take(&self) -> Vec<u16> {
+        std::mem::take(&mut self.0.borrow_mut())
+    }
+}
+
+const SQ: u64 = 0x10_0000;
+const CQ: u64 = 0x20_0000;
+const EQ: u64 = 0x30_0000;
+const BUF: u64 = 0x40_0000;
+const GUID: u64 = 0x0200_00ff_fe00_0042;
+
+struct Rig {
+    nic: Nic,
+    mem: MockMemory,
+    irq: Irqs,
+    prod: u16,
+}
+
+impl Rig {
+    fn new() -> Self {
+        let mem = MockMemory::new();
+        for base in [SQ, CQ, EQ, BUF] {
+            mem.add_region(base, 0x10_0000);
+        }
+        Self {
+            nic: Nic::new(NicConfig::with_guid(GUID)),
+            mem,
+            irq: Irqs::default(),
+            prod: 0,
+        }
+    }
+
+    fn w(&mut self, reg: usize, v: u32) {
+        self.nic.bar0_write(reg as u64, 4, v, &self.mem, &self.irq);
+    }
+
+    fn r(&self, reg: usize) -> u32 {
+        self.nic.bar0_read(reg as u64, 4)
+    }
+
+    fn program(&mut self, aq_log: u32, eq_log: u32) {
+        self.w(hw::REG_AQ_SQ_BASE, SQ as u32);
+        self.w(hw::REG_AQ_SQ_BASE + 4, (SQ >> 32) as u32);
+        self.w(hw::REG_AQ_CQ_BASE, CQ as u32);
+        self.w(hw::REG_EQ_BASE, EQ as u32);
+        self.w(hw::REG_AQ_LOG_DEPTH, aq_log);
+        self.w(hw::REG_EQ_LOG_DEPTH, eq_log);
+    }
+
+    fn enabled(aq_log: u32) -> Self {
+        let mut rig = Self::new();
+        rig.program(aq_log, 4);
+        rig.w(hw::REG_CONTROL, hw::CONTROL_ENABLE);
+        assert_eq!(rig.r(hw::REG_STATUS), hw::STATUS_READY | hw::STATUS_ENABLED);
+        rig
+    }
+
+    fn depth(&self) -> u16 {
+        1 << self.r(hw::REG_AQ_LOG_DEPTH)
+    }
+
+    /// Submits raw SQ entries and rings the doorbell.
+    fn submit_raw(&mut self, entries: &[[u8; hw::AQ_SQE_SIZE]]) {
+        for e in entries {
+            let slot = u64::from(self.prod % self.depth());
+            self.mem
+                .write(SQ + slot * hw::AQ_SQE_SIZE as u64, e)
+                .unwrap();
+            self.prod = self.prod.wrapping_add(1);
+        }
+        self.w(hw::REG_AQ_SQ_DB, u32::from(self.prod));
+    }
+
+    fn query_device(id: u32, addr: u64, len: u32) -> [u8; hw::AQ_SQE_SIZE] {
+        let params = hw::QueryDeviceParams {
+            resp_addr: addr,
+            resp_len: len,
+        }
+        .encode();
+        hw::AdminCmd {
+            opcode: hw::CMD_QUERY_DEVICE,
+            cmd_id: id,
+            params,
+        }
+        .encode()
+    }
+
+    fn completion(&self, index: u16) -> hw::AdminCompletion {
+        let mut b = [0u8; hw::AQ_CQE_SIZE];
+        let slot = u64::from(index % self.depth());
+        self.mem
+            .read(CQ + slot * hw::AQ_CQE_SIZE as u64, &mut b)
+            .unwrap();
+        hw::AdminCompletion::decode(&b)
+    }
+
+    fn event(&self, index: u16) -> hw::Event {
+        let mut b = [0u8; hw::EQE_SIZE];
+        self.mem
+            .read(EQ + u64::from(index % 16) * hw::EQE_SIZE as u64, &mut b)
+            .unwrap();
+        hw::Event::decode(&b)
+    }
+}
+
+#[test]
+fn power_on_state() {
+    let rig = Rig::new();
+    assert_eq!(rig.r(hw::REG_VERSION), hw::VERSION);
+    assert_eq!(rig.r(hw::REG_STATUS), hw::STATUS_READY);
+    assert_eq!(rig.r(hw::REG_ERROR), hw::ERR_NONE);
+    assert_eq!(rig.r(hw::REG_NUM_VECTORS), u32::from(hw::NUM_VECTORS));
+    assert_eq!(rig.r(hw::REG_DB_PAGES), hw::DB_PAGES);
+    assert_eq!(rig.r(0xffc), 0, "unlisted offsets read 0");
+    assert_eq!(
+        rig.nic.bar0_read(2, 4),
+        u32::MAX,
+        "unaligned reads return all ones"
+    );
+    assert_eq!(
+        rig.nic.bar0_read(0, 2),
+        u32::MAX,
+        "non-32-bit reads return all ones"
+    );
+}
+
+#[test]
+fn query_device_end_to_end() {
+    let mut rig = Rig::enabled(3);
+    assert_eq!(
+        rig.irq.take(),
+        Vec::<u16>::new(),
+        "no interrupt before arming the EQ"
+    );
+    rig.submit_raw(&[Rig::query_device(0x77, BUF, 64)]);
+    let c = rig.completion(0);
+    assert_eq!(
+        (c.cmd_id, c.status, c.phase, c.result),
+        (0x77, hw::AQ_OK, true, 64)
+    );
+    assert_eq!(rig.irq.take(), vec![hw::VECTOR_ADMIN]);
+    let mut b = [0u8; hw::DEVICE_ATTRS_SIZE];
+    rig.mem.read(BUF, &mut b).unwrap();
+    let attrs = hw::DeviceAttrs::decode(&b);
+    assert_eq!(attrs.node_guid, GUID);
+    assert_eq!(attrs.num_ports, 1);
+    assert_eq!(attrs.vendor_part_id, u32::from(hw::PCI_DEVICE_ID));
+}
+
+#[test]
+fn short_response_buffer_gets_a_truncated_response() {
+    let mut rig = Rig::enabled(3);
+    rig.mem.write(BUF + 8, &[0xaa; 8]).unwrap();
+    rig.submit_raw(&[Rig::query_device(1, BUF, 8)]);
+    assert_eq!(rig.completion(0).result, 8);
+    let mut b = [0u8; 8];
+    rig.mem.read(BUF + 8, &mut b).unwrap();
+    assert_eq!(b, [0xaa; 8], "nothing written past resp_len");
+}
+
+#[test]
+fn phase_flips_on_wrap_and_batches_raise_one_interrupt() {
+    let mut rig = Rig::enabled(2); // depth 4
+    for round in 0..3u16 {
+        let batch: Vec<_> = (0..4)
+            .map(|i| Rig::query_device(u32::from(round * 4 + i), BUF, 64))
+            .collect();
+        rig.submit_raw(&batch);
+        assert_eq!(
+            rig.irq.take(),
+            vec![hw::VECTOR_ADMIN],
+            "one interrupt per doorbell"
+        );
+        for i in 0..4 {
+            let c = rig.completion(round * 4 + i);
+            assert_eq!(c.cmd_id, u32::from(round * 4 + i));
+            assert_eq!(c.phase, round % 2 == 0, "round {round}");
+        }
+    }
+    assert_eq!(rig.nic.commands_completed, 12);
+}
+
+#[test]
+fn bad_commands_get_error_completions_and_the_nic_keeps_working() {
+    let mut rig = Rig::enabled(3);
+    let mut reserved = Rig::query_device(1, BUF, 64);
+    reserved[2] = 1;
+    let mut bad_params = Rig::query_device(2, BUF, 64);
+    bad_params[8 + 30] = 1;
+    let unknown = hw::AdminCmd {
+        opcode: 0x7f,
+        cmd_id: 3,
+        params: [0; 56],
+    }
+    .encode();
+    let unmapped = Rig::query_device(4, 0xdead_0000_0000, 64);
+    let zero_len = Rig::query_device(5, BUF, 0);
+    let overflow = Rig::query_device(6, u64::MAX - 8, 64);
+    rig.submit_raw(&[
+        reserved,
+        bad_params,
+        unknown,
+        unmapped,
+        zero_len,
+        overflow,
+        Rig::query_device(7, BUF, 64),
+    ]);
+    let got: Vec<_> = (0..7)
+        .map(|i| (rig.completion(i).cmd_id, rig.completion(i).status))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, hw::AQ_BAD_PARAM),
+            (2, hw::AQ_BAD_PARAM),
+            (3, hw::AQ_BAD_OPCODE),
+            (4, hw::AQ_BAD_ADDRESS),
+            (5, hw::AQ_BAD_PARAM),
+            (6, hw::AQ_BAD_ADDRESS),
+            (7, hw::AQ_OK),
+        ]
+    );
+    assert_eq!(rig.r(hw::REG_STATUS) & hw::STATUS_FATAL, 0);
+}
+
+#[test]
+fn enable_rejects_bad_queue_configurations() {
+    type Breaker = Box<dyn Fn(&mut Rig)>;
+    let cases: [(&str, Breaker); 5] = [
+        (
+            "depth too small",
+            Box::new(|r: &mut Rig| r.w(hw::REG_AQ_LOG_DEPTH, 1)),
+        ),
+        (
+            "depth too large",
+            Box::new(|r: &mut Rig| r.w(hw::REG_AQ_LOG_DEPTH, 13)),
+        ),
+        (
+            "misaligned SQ",
+            Box::new(|r: &mut Rig| r.w(hw::REG_AQ_SQ_BASE, SQ as u32 + 64)),
+        ),
+        (
+            "unmapped CQ",
+            Box::new(|r: &mut Rig| r.w(hw::REG_AQ_CQ_BASE + 4, 0x99)),
+        ),
+        (
+            "EQ past the end of memory",
+            Box::new(|r: &mut Rig| r.w(hw::REG_EQ_BASE, (EQ + 0x10_0000 - 4096) as u32)),
+        ),
+    ];
+    for (name, break_it) in cases {
+        let mut rig = Rig::new();
+        rig.program(3, if name.starts_with("EQ") { 12 } else { 4 });
+        break_it(&mut rig);
+        rig.w(hw::REG_CONTROL, hw::CONTROL_ENABLE);
+        assert_eq!(
+            rig.r(hw::REG_STATUS),
+            hw::STATUS_READY | hw::STATUS_FATAL,
+            "{name}"
+        );
+        assert_eq!(rig.r(hw::REG_ERROR), hw::ERR_BAD_QUEUE_CONFIG, "{name}");
+        // Reset recovers.
+        rig.w(hw::REG_CONTROL, hw::CONTROL_RESET);
+        assert_eq!(rig.r(hw::REG_STATUS), hw::STATUS_READY, "{name}: reset");
+        assert_eq!(rig.r(hw::REG_ERROR), hw::ERR_NONE);
+        assert_eq!(rig.r(hw::REG_AQ_LOG_DEPTH), 0, "reset clears RW registers");
+    }
+}
+
+#[test]
+fn bad_doorbells_and_register_writes_are_fatal_not_panics() {
+    // Producer beyond the ring.
+    let mut rig = Rig::enabled(2);
+    rig.w(hw::REG_AQ_SQ_DB, 5);
+    assert_eq!(rig.r(hw::REG_ERROR), hw::ERR_BAD_DOORBELL);
+    assert_ne!(rig.r(hw::REG_STATUS) & hw::STATUS_FATAL, 0);
+    assert_eq!(rig.r(hw::REG_STATUS) & hw::STATUS_ENABLED, 0);
+    // A fatal error is reported as an event too.
+    assert_eq!(rig.event(1).kind, hw::EVENT_FATAL);
+    assert_eq!(rig.event(1).data, hw::ERR_BAD_DOORBELL);
+    // Doorbells before enable.
+    let mut rig = Rig::new();
+    rig.w(hw::REG_AQ_SQ_DB, 1);
+    assert_eq!(rig.r(hw::REG_ERROR), hw::ERR_BAD_DOORBELL);
+    // Read-only registers and unknown CONTROL commands.
+    for (reg, v) in [
+        (hw::REG_VERSION, 0),
+        (hw::REG_STATUS, 1),
+        (hw::REG_CONTROL, 99),
+        (0x800, 1),
+    ] {
+        let mut rig = Rig::new();
+        rig.w(reg, v);
+        assert_eq!(
+            rig.r(hw::REG_ERROR),
+            hw::ERR_BAD_REGISTER_WRITE,
+            "reg {reg:#x}"
+        );
+    }
+    // Queue registers are frozen while enabled.
+    let mut rig = Rig::enabled(3);
+    rig.w(hw::REG_AQ_SQ_BASE, 0);
+    assert_eq!(rig.r(hw::REG_ERROR), hw::ERR_BAD_REGISTER_WRITE);
+}
+
+#[test]
+fn event_queue_arm_consume_and_overflow() {
+    let mut rig = Rig::enabled(3);
+    // ENABLE posted PORT_ACTIVE with phase 1.
+    let e = rig.event(0);
+    assert_eq!((e.kind, e.phase, e.data), (hw::EVENT_PORT_ACTIVE, true, 1));
+    // In the buffer the rest is still zero: phase 0 marks "not written yet".
+    assert!(!rig.event(1).phase);
+    // Arming with an unconsumed event interrupts at once.
+    rig.w(hw::REG_EQ_DB, hw::EQ_DB_ARM);
+    assert_eq!(rig.irq.take(), vec![hw::VECTOR_EVENT]);
+    // Consume it and arm: no interrupt until the next event.
+    rig.w(hw::REG_EQ_DB, 1 | hw::EQ_DB_ARM);
+    assert_eq!(rig.irq.take(), Vec::<u16>::new());
+    // Consumer beyond the producer is a bad doorbell.
+    rig.w(hw::REG_EQ_DB, 5);
+    assert_eq!(rig.r(hw::REG_ERROR), hw::ERR_BAD_DOORBELL);
+    // The fatal event itself was posted (slot 1) and, armed, interrupted.
+    assert_eq!(rig.event(1).kind, hw::EVENT_FATAL);
+    assert_eq!(rig.irq.take(), vec![hw::VECTOR_EVENT]);
+}
+
+#[test]
+fn a_full_event_queue_drops_instead_of_overwriting() {
+    let mut rig = Rig::new();
+    rig.program(3, 2); // EQ depth 4
+    rig.w(hw::REG_CONTROL, hw::CONTROL_ENABLE); // event 0: PORT_ACTIVE
+    for up in [false, true, false, true, false] {
+        rig.nic.set_link(up, &rig.mem, &rig.irq);
+    }
+    assert_eq!(rig.nic.events_dropped(), 2, "4 slots, 6 events");
+    let kinds: Vec<_> = (0..4).map(|i| rig.event(i).kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            hw::EVENT_PORT_ACTIVE,
+            hw::EVENT_PORT_DOWN,
+            hw::EVENT_PORT_ACTIVE,
+            hw::EVENT_PORT_DOWN
+        ]
+    );
+    // Consuming makes room again; the next event goes to slot 0 with the flipped phase.
+    rig.w(hw::REG_EQ_DB, 4);
+    rig.nic.set_link(true, &rig.mem, &rig.irq);
+    let e = rig.event(0);
+    assert_eq!((e.kind, e.phase), (hw::EVENT_PORT_ACTIVE, false));
+}
+
+#[test]
+fn reset_stops_the_queues() {
+    let mut rig = Rig::enabled(3);
+    rig.w(hw::REG_CONTROL, hw::CONTROL_RESET);
+    assert_eq!(rig.r(hw::REG_STATUS), hw::STATUS_READY);
+    // The old queues are gone: a doorbell now is an error, and nothing is written to them.
+    rig.mem.write(CQ, &[0; 16]).unwrap();
+    rig.submit_raw(&[Rig::query_device(9, BUF, 64)]);
+    assert_eq!(rig.r(hw::REG_ERROR), hw::ERR_BAD_DOORBELL);
+    assert_eq!(rig.completion(0).cmd_id, 0);
+}
