@@ -1,0 +1,243 @@
+//! The vfio-user side: the `vfio_user` crate's [`ServerBackend`] over the engine.
+//!
+//! QEMU 11.1.3 sends VERSION, DMA_MAP/UNMAP, GET_INFO, GET_REGION_INFO, GET_IRQ_INFO,
+//! SET_IRQS, REGION_READ/WRITE and RESET. No region is offered as mappable, so QEMU sends
+//! guest writes as posted messages; the backend never fails a write (the crate would answer
+//! a failed posted write, which QEMU does not expect): bad writes go to the engine, which
+//! answers them the hardware way.
+
+use std::fs::File;
+use std::io::Write;
+use std::mem::size_of;
+
+use tracing::{debug, info, warn};
+use vfio_bindings::bindings::vfio::{
+    vfio_region_info, VFIO_DMA_UNMAP_FLAG_ALL, VFIO_IRQ_INFO_EVENTFD, VFIO_IRQ_INFO_NORESIZE,
+    VFIO_IRQ_SET_ACTION_TRIGGER, VFIO_IRQ_SET_DATA_EVENTFD, VFIO_IRQ_SET_DATA_NONE,
+    VFIO_PCI_BAR0_REGION_INDEX, VFIO_PCI_BAR2_REGION_INDEX, VFIO_PCI_CONFIG_REGION_INDEX,
+    VFIO_PCI_MSIX_IRQ_INDEX, VFIO_PCI_NUM_IRQS, VFIO_PCI_NUM_REGIONS, VFIO_REGION_INFO_FLAG_READ,
+    VFIO_REGION_INFO_FLAG_WRITE,
+};
+use vfio_user::{DmaMapFlags, DmaUnmapFlags, IrqInfo, ServerBackend, ServerRegion};
+
+use crate::engine::{Interrupts, Nic};
+use crate::pci::{ConfigSpace, CONFIG_SIZE, MSIX_BAR, MSIX_BAR_SIZE};
+use crate::shared::SharedMemory;
+use ordma_hw as hw;
+
+/// The MSI-X eventfds QEMU gave us, by vector.
+#[derive(Default)]
+pub struct Msix {
+    fds: Vec<Option<File>>,
+}
+
+impl Interrupts for Msix {
+    fn raise(&self, vector: u16) {
+        match self.fds.get(usize::from(vector)).and_then(Option::as_ref) {
+            Some(mut fd) => {
+                if let Err(e) = fd.write_all(&1u64.to_ne_bytes()) {
+                    warn!(vector, %e, "MSI-X eventfd write failed");
+                }
+                debug!(vector, "MSI-X");
+            }
+            None => debug!(vector, "MSI-X vector not set up: interrupt dropped"),
+        }
+    }
+}
+
+/// One NIC behind one vfio-user socket.
+pub struct Backend {
+    nic: Nic,
+    config: ConfigSpace,
+    mem: SharedMemory,
+    msix: Msix,
+}
+
+impl Backend {
+    /// A backend for `nic`.
+    pub fn new(nic: Nic) -> Self {
+        Self {
+            nic,
+            config: ConfigSpace::new(),
+            mem: SharedMemory::default(),
+            msix: Msix::default(),
+        }
+    }
+
+    /// The regions to announce: config space, BAR0 (registers), BAR2 (doorbells), BAR4
+    /// (MSI-X table and PBA, which QEMU emulates). None is mappable.
+    pub fn regions() -> Vec<ServerRegion> {
+        (0..VFIO_PCI_NUM_REGIONS)
+            .map(|index| {
+                let size = match index {
+                    VFIO_PCI_BAR0_REGION_INDEX => hw::BAR0_SIZE as u64,
+                    VFIO_PCI_BAR2_REGION_INDEX => hw::BAR2_SIZE as u64,
+                    i if i == MSIX_BAR => MSIX_BAR_SIZE,
+                    VFIO_PCI_CONFIG_REGION_INDEX => CONFIG_SIZE as u64,
+                    _ => 0,
+                };
+                let flags = if size > 0 {
+                    VFIO_REGION_INFO_FLAG_READ | VFIO_REGION_INFO_FLAG_WRITE
+                } else {
+                    0
+                };
+                ServerRegion {
+                    region_info: vfio_region_info {
+                        argsz: size_of::<vfio_region_info>() as u32,
+                        flags,
+                        index,
+                        cap_offset: 0,
+                        size,
+                        offset: 0,
+                    },
+                    sparse_areas: Vec::new(),
+                    mmap_fd: None,
+                }
+            })
+            .collect()
+    }
+
+    /// The interrupts to announce: MSI-X only.
+    pub fn irqs() -> Vec<IrqInfo> {
+        (0..VFIO_PCI_NUM_IRQS)
+            .map(|index| {
+                let (count, flags) = if index == VFIO_PCI_MSIX_IRQ_INDEX {
+                    (
+                        u32::from(hw::NUM_VECTORS),
+                        VFIO_IRQ_INFO_EVENTFD | VFIO_IRQ_INFO_NORESIZE,
+                    )
+                } else {
+                    (0, 0)
+                };
+                IrqInfo {
+                    index,
+                    flags,
+                    count,
+                }
+            })
+            .collect()
+    }
+}
+
+fn le_value(data: &[u8]) -> u32 {
+    let mut b = [0u8; 4];
+    let n = data.len().min(4);
+    b[..n].copy_from_slice(&data[..n]);
+    u32::from_le_bytes(b)
+}
+
+impl ServerBackend for Backend {
+    fn region_read(&mut self, region: u32, offset: u64, data: &mut [u8]) -> std::io::Result<()> {
+        match region {
+            VFIO_PCI_CONFIG_REGION_INDEX => self.config.read(offset, data),
+            VFIO_PCI_BAR0_REGION_INDEX => {
+                let v = self.nic.bar0_read(offset, data.len()).to_le_bytes();
+                for (d, s) in data
+                    .iter_mut()
+                    .zip(v.iter().chain(std::iter::repeat(&0xff)))
+                {
+                    *d = *s;
+                }
+            }
+            // Doorbells and the PBA read as zero.
+            _ => data.fill(0),
+        }
+        Ok(())
+    }
+
+    fn region_write(&mut self, region: u32, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        match region {
+            VFIO_PCI_CONFIG_REGION_INDEX => self.config.write(offset, data),
+            VFIO_PCI_BAR0_REGION_INDEX => {
+                let value = le_value(data);
+                debug!(
+                    offset = format_args!("{offset:#x}"),
+                    value = format_args!("{value:#x}"),
+                    "BAR0 write"
+                );
+                self.nic
+                    .bar0_write(offset, data.len(), value, &self.mem, &self.msix);
+            }
+            VFIO_PCI_BAR2_REGION_INDEX => {
+                debug!(offset, "doorbell write (no queue objects yet)");
+            }
+            _ => debug!(region, offset, "write to an unused region ignored"),
+        }
+        Ok(())
+    }
+
+    fn dma_map(
+        &mut self,
+        flags: DmaMapFlags,
+        offset: u64,
+        address: u64,
+        size: u64,
+        fd: Option<File>,
+    ) -> std::io::Result<()> {
+        let Some(fd) = fd else {
+            // Without an fd the memory is not shared with us: DMA there fails as unmapped.
+            warn!(
+                address = format_args!("{address:#x}"),
+                size, "DMA_MAP without an fd: ignored"
+            );
+            return Ok(());
+        };
+        debug!(?flags, "DMA_MAP");
+        self.mem.map(address, size, &fd, offset)
+    }
+
+    fn dma_unmap(&mut self, flags: DmaUnmapFlags, address: u64, size: u64) -> std::io::Result<()> {
+        // QEMU's "unmap all" is VFIO_DMA_UNMAP_FLAG_ALL; the crate's flag names do not match
+        // the protocol's bit values, so test the protocol's.
+        let all = flags.bits() & VFIO_DMA_UNMAP_FLAG_ALL != 0;
+        self.mem.unmap(address, size, all);
+        Ok(())
+    }
+
+    fn reset(&mut self) -> std::io::Result<()> {
+        info!("device reset from QEMU");
+        self.nic.reset();
+        Ok(())
+    }
+
+    fn set_irqs(
+        &mut self,
+        index: u32,
+        flags: u32,
+        start: u32,
+        count: u32,
+        fds: Vec<File>,
+    ) -> std::io::Result<()> {
+        if index != VFIO_PCI_MSIX_IRQ_INDEX || flags & VFIO_IRQ_SET_ACTION_TRIGGER == 0 {
+            debug!(index, flags, "SET_IRQS ignored");
+            return Ok(());
+        }
+        let n = usize::from(hw::NUM_VECTORS);
+        self.msix.fds.resize_with(n, || None);
+        let start = start as usize;
+        if flags & VFIO_IRQ_SET_DATA_NONE != 0 && count == 0 {
+            info!("MSI-X disabled");
+            self.msix.fds.iter_mut().for_each(|f| *f = None);
+            return Ok(());
+        }
+        if flags & VFIO_IRQ_SET_DATA_NONE != 0 {
+            // A trigger from QEMU itself.
+            for v in start..start.saturating_add(count as usize) {
+                self.msix.raise(u16::try_from(v).unwrap_or(u16::MAX));
+            }
+            return Ok(());
+        }
+        if flags & VFIO_IRQ_SET_DATA_EVENTFD != 0 {
+            // One message per fd (max_msg_fds 1); a run of unassigned vectors has no fds.
+            let mut fds = fds.into_iter();
+            for v in start..start.saturating_add(count as usize) {
+                let fd = fds.next();
+                if let Some(slot) = self.msix.fds.get_mut(v) {
+                    info!(vector = v, set = fd.is_some(), "MSI-X eventfd");
+                    *slot = fd;
+                }
+            }
+        }
+        Ok(())
+    }
+}
