@@ -2,7 +2,8 @@
 #
 # ordma's entry points. See README.md and Documentation/testing.md.
 #
-#   make              build ordma.ko (against KDIR; default: the cached test kernel)
+#   make              build ordma.ko (against KDIR; default: the cached test kernel) and
+#                     the NIC model (rtl/ordma-model, cargo)
 #   make run          boot a VM with ordma loaded and show it working
 #   make test         everything: lint, unit tests, module build, VM tests
 #   make clean        remove build products from the tree
@@ -14,19 +15,24 @@
 
 ORDMA := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 
-.PHONY: all modules run test clean lint
+.PHONY: all modules model run test clean lint
 
 ifneq ($(KDIR),)
 # Direct build against a given tree (also what the wrapper below runs inside the root).
-all modules:
+all: modules model
+
+model:
+	cargo build --release -p ordma-model
+
+modules:
 	$(MAKE) -C $(KDIR) M=$(ORDMA) LLVM=$(or $(LLVM),1) $(if $(CLIPPY),CLIPPY=$(CLIPPY)) modules
 
 clean:
 	$(MAKE) -C $(KDIR) M=$(ORDMA) LLVM=$(or $(LLVM),1) clean
 else
-all modules:
+all modules model:
 	$(ORDMA)/scripts/build-kernel.sh >/dev/null
-	$(ORDMA)/scripts/in-root -- make -C /ordma/src KDIR=/ordma/kernel $(if $(CLIPPY),CLIPPY=$(CLIPPY)) modules
+	$(ORDMA)/scripts/in-root -- make -C /ordma/src KDIR=/ordma/kernel $(if $(CLIPPY),CLIPPY=$(CLIPPY)) $@
 
 clean:
 	if [ -f "$$($(ORDMA)/scripts/kernel-path.sh)/.ordma-kernel-complete" ]; then \
@@ -35,7 +41,7 @@ clean:
 endif
 
 run:
-	$(ORDMA)/qemu-test/run --nics 0 -- bash /ordma/src/qemu-test/demo.sh
+	$(ORDMA)/qemu-test/run --nics 1 -- bash /ordma/src/qemu-test/demo.sh
 
 test:
 	$(ORDMA)/scripts/test.sh

@@ -3,7 +3,7 @@
 # own PID namespace. Builds the initramfs, starts QEMU, streams the console, enforces the
 # timeout, and turns what the guest left in /ordma/results into an exit status.
 set -euo pipefail
-NICS=0
+NICS=1
 TIMEOUT=600
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -35,6 +35,26 @@ chmod +x "$I/init"
 mknod -m 600 "$I/dev/console" c 5 1
 (cd "$I" && find . | cpio -o -H newc --quiet | gzip -1) >/tmp/initrd.gz
 
+# The NICs: one model process per NIC, each on its own vfio-user socket. They run in this
+# PID namespace, so they end with it whatever happens.
+MODEL=/ordma/cache/target/release/ordma-model
+NIC_ARGS=()
+for ((i = 0; i < NICS; i++)); do
+	sock=/tmp/nic$i.sock
+	mkfifo "/tmp/nic$i.ready"
+	"$MODEL" --socket "$sock" --index "$i" --log "$R/nic$i.log" --log-level "${ORDMA_MODEL_LOG:-info}" \
+		--ready-fd 3 3>"/tmp/nic$i.ready" &
+	children+=("$!")
+	# Readiness: the model writes "ready" once it listens; EOF means it died.
+	if ! read -r -t 30 line <"/tmp/nic$i.ready" || [ "$line" != ready ]; then
+		log "NIC model $i did not start (see nic$i.log)"
+		tail -n 5 "$R/nic$i.log" >&2 || true
+		exit 125
+	fi
+	log "NIC model $i ready (pid ${children[-1]}, log nic$i.log)"
+	NIC_ARGS+=(-device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"type\":\"unix\",\"path\":\"$sock\"}}")
+done
+
 : >"$R/console.log"
 MEM=2G
 QEMU=(qemu-system-x86_64
@@ -53,6 +73,7 @@ QEMU=(qemu-system-x86_64
 	-fsdev local,id=fsres,path="$R",security_model=none
 	-device virtio-9p-pci,fsdev=fsres,mount_tag=results
 	-netdev user,id=net0 -device virtio-net-pci,netdev=net0,romfile=
+	"${NIC_ARGS[@]}"
 )
 printf '%q ' "${QEMU[@]}" >"$R/qemu-cmdline.txt"
 log "booting the guest (TCG; timeout ${TIMEOUT}s)"

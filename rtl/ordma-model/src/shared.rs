@@ -3,7 +3,7 @@
 use std::fs::File;
 use std::os::fd::AsRawFd;
 
-use tracing::{info, warn};
+use tracing::{debug, warn};
 
 use crate::mem::{DmaError, GuestMemory};
 
@@ -60,7 +60,7 @@ impl SharedMemory {
         if ptr == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
-        info!(iova = format_args!("{iova:#x}"), size, "DMA map");
+        debug!(iova = format_args!("{iova:#x}"), size, "DMA map");
         // INVARIANT: `ptr` is a live mapping of `len` bytes, owned from here on.
         self.maps.push(Mapping {
             iova,
