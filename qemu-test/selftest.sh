@@ -30,13 +30,15 @@ rc=0; "$RUN" --results "$OUT/splat" -- sh -c 'echo "WARNING: ordma harness self-
 check "a kernel WARNING fails a passing command with 126" 126 "$rc"
 
 # Signals: start a long run in its own process group, wait until the command runs, signal.
-# Job control on, as in a terminal: a background job then has its own process group and does
-# not start with SIGINT ignored (which a non-interactive shell's `&` would do).
+# Job control on, as in a terminal: a background job then has its own process group. And
+# SIGINT at its default disposition, as a terminal's foreground job has it: this script may
+# itself have been started with SIGINT ignored (any `&` in a non-interactive shell does that,
+# CI's runner may too), and an ignored signal stays ignored across exec unless reset.
 set -m
 for sig in INT TERM; do
 	dir=$OUT/sig$sig
 	mkdir -p "$dir"
-	"$RUN" --results "$dir" -- sleep 1000 >"$dir.out" 2>&1 &
+	env --default-signal=INT "$RUN" --results "$dir" -- sleep 1000 >"$dir.out" 2>&1 &
 	pid=$!
 	for _ in $(seq 600); do # up to 60 s for the guest to boot
 		grep -q 'ordma loaded' "$dir/console.log" 2>/dev/null && break

@@ -4,6 +4,8 @@
 //!
 //! See `Documentation/architecture.md` in the ordma repository for the component map.
 
+mod admin;
+mod device;
 mod driver;
 mod hw;
 mod ib;

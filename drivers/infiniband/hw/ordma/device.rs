@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One bound ordma NIC: bring-up (reset, version, queues, MSI-X, first admin command) and
+//! teardown.
+
+use kernel::{
+    device::{Bound, Core},
+    dma::{Coherent, Device as _, DmaMask},
+    io::{poll::read_poll_timeout, Io},
+    irq, pci,
+    prelude::*,
+    time::Delta,
+};
+
+use crate::{
+    admin::{AdminIrq, AdminQueue, AQ_LOG_DEPTH},
+    driver::Bar0,
+    hw,
+};
+
+/// log2 of the event queue depth.
+const EQ_LOG_DEPTH: u32 = 6;
+
+/// Resets the NIC and waits for `STATUS.READY`.
+fn reset(pdev: &pci::Device<Bound>, bar: &Bar0<'_>) -> Result {
+    bar.write32(hw::CONTROL_RESET, hw::REG_CONTROL);
+    read_poll_timeout(
+        || Ok(bar.read32(hw::REG_STATUS)),
+        |s| s & hw::STATUS_READY != 0 && *s != u32::MAX,
+        Delta::from_millis(1),
+        Delta::from_secs(2),
+    )
+    .map(|_| ())
+    .inspect_err(|_| dev_err!(pdev, "the NIC did not come out of reset\n"))
+}
+
+/// A bound NIC. Fields drop in declaration order: the interrupt first, then the vectors,
+/// then the DMA memory (the NIC was reset in `unbind`, so it no longer uses it), then BAR0.
+#[pin_data]
+pub(crate) struct OrdmaDevice<'bound> {
+    #[pin]
+    admin_irq: irq::Registration<'bound, AdminIrq>,
+    _vectors: pci::IrqVectorRegistration<'bound>,
+    #[pin]
+    admin: AdminQueue,
+    _eq: Coherent<[[u8; hw::EQE_SIZE]]>,
+    attrs: hw::DeviceAttrs,
+    bar: Bar0<'bound>,
+    pdev: &'bound pci::Device<Bound>,
+}
+
+impl<'bound> OrdmaDevice<'bound> {
+    /// Brings the NIC up; on any failure everything done so far is undone.
+    pub(crate) fn new(pdev: &'bound pci::Device<Core<'_>>) -> impl PinInit<Self, Error> + 'bound {
+        // What needs the `Core` context runs now; the rest only needs the bound device.
+        let prepared = Self::prepare(pdev);
+        let bound: &'bound pci::Device<Bound> = pdev;
+        pin_init::pin_init_scope(move || {
+            prepared?;
+            let pdev = bound;
+            let bar = pdev.iomap_region_sized::<{ hw::BAR0_SIZE }>(0, c"ordma")?;
+            let version = bar.read32(hw::REG_VERSION);
+            let (major, minor) = (hw::version_major(version), hw::version_minor(version));
+            if version == u32::MAX || major != hw::version_major(hw::VERSION) {
+                dev_err!(
+                    pdev,
+                    "NIC interface version {major}.{minor} is not supported (this driver speaks {}.x)\n",
+                    hw::version_major(hw::VERSION)
+                );
+                return Err(ENODEV);
+            }
+            reset(pdev, &bar)?;
+            let dev: &'bound kernel::device::Device<Bound> = pdev.as_ref();
+            let eq = Coherent::zeroed_slice(dev, 1 << EQ_LOG_DEPTH, GFP_KERNEL)?;
+            let vectors = pdev.alloc_irq_vectors(
+                u32::from(hw::NUM_VECTORS),
+                u32::from(hw::NUM_VECTORS),
+                pci::IrqTypes::default().with(pci::IrqType::MsiX),
+            )?;
+            Ok(try_pin_init!(Self {
+                _vectors: vectors,
+                // SAFETY: `_vectors` is initialised before this expression, lives at a pinned,
+                // stable address and is dropped after `admin_irq` (field order). The
+                // registration is never leaked.
+                admin_irq <- unsafe {
+                    irq::Registration::new(
+                        (*core::ptr::from_ref(_vectors)).index(usize::from(hw::VECTOR_ADMIN))?.into(),
+                        irq::Flags::TRIGGER_NONE,
+                        c"ordma-admin",
+                        AdminIrq::new(),
+                    )
+                },
+                admin <- AdminQueue::new(dev),
+                _eq: eq,
+                attrs: hw::DeviceAttrs::default(),
+                bar,
+                pdev: bound,
+                _: {
+                    Self::enable(bound, bar, &admin, _eq.dma_address())?;
+                    match Self::query_device(bound, bar, &admin, admin_irq.handler()) {
+                        Ok(a) => *attrs = a,
+                        Err(e) => {
+                            // Stop the NIC before its queues are freed.
+                            let _ = reset(bound, bar);
+                            return Err(e);
+                        }
+                    }
+                    dev_info!(
+                        bound,
+                        "ordma NIC {major}.{minor}: node GUID {:016x}, fw {}.{}.{}, {} port(s), max QP {}, CQ {}, MR {}, PD {}\n",
+                        attrs.node_guid,
+                        attrs.fw_version >> 32,
+                        (attrs.fw_version >> 16) & 0xffff,
+                        attrs.fw_version & 0xffff,
+                        attrs.num_ports,
+                        attrs.max_qp,
+                        attrs.max_cq,
+                        attrs.max_mr,
+                        attrs.max_pd
+                    );
+                },
+            }))
+        })
+    }
+
+    /// Enables the function for memory access and bus mastering, and sets the DMA mask.
+    fn prepare(pdev: &pci::Device<Core<'_>>) -> Result {
+        pdev.enable_device_mem()?;
+        pdev.set_master();
+        // SAFETY: probe is the only context allocating or mapping DMA for this device, and
+        // nothing has been allocated or mapped yet.
+        unsafe { pdev.dma_set_mask_and_coherent(DmaMask::new::<64>()) }
+    }
+
+    /// Programs the queues and starts them.
+    fn enable(pdev: &pci::Device, bar: &Bar0<'_>, admin: &AdminQueue, eq: u64) -> Result {
+        // Register offsets must be constants: the BAR's bounds are checked at compile time.
+        // CAST: splitting 64-bit addresses into their two register words.
+        let (sq, cq) = (admin.sq_addr(), admin.cq_addr());
+        bar.write32(sq as u32, hw::REG_AQ_SQ_BASE);
+        bar.write32((sq >> 32) as u32, hw::REG_AQ_SQ_BASE + 4);
+        bar.write32(cq as u32, hw::REG_AQ_CQ_BASE);
+        bar.write32((cq >> 32) as u32, hw::REG_AQ_CQ_BASE + 4);
+        bar.write32(eq as u32, hw::REG_EQ_BASE);
+        bar.write32((eq >> 32) as u32, hw::REG_EQ_BASE + 4);
+        bar.write32(AQ_LOG_DEPTH, hw::REG_AQ_LOG_DEPTH);
+        bar.write32(EQ_LOG_DEPTH, hw::REG_EQ_LOG_DEPTH);
+        bar.write32(hw::CONTROL_ENABLE, hw::REG_CONTROL);
+        let status = bar.read32(hw::REG_STATUS);
+        if status & hw::STATUS_ENABLED == 0 {
+            dev_err!(
+                pdev,
+                "the NIC refused its queues: status {status:#x}, error {}\n",
+                bar.read32(hw::REG_ERROR)
+            );
+            return Err(EIO);
+        }
+        Ok(())
+    }
+
+    /// `CMD_QUERY_DEVICE`, through a DMA buffer.
+    fn query_device(
+        pdev: &pci::Device<Bound>,
+        bar: &Bar0<'_>,
+        admin: &AdminQueue,
+        irq: &AdminIrq,
+    ) -> Result<hw::DeviceAttrs> {
+        let buf: Coherent<[u8; hw::DEVICE_ATTRS_SIZE]> = Coherent::zeroed(pdev.as_ref(), GFP_KERNEL)?;
+        let params = hw::QueryDeviceParams {
+            resp_addr: buf.dma_address(),
+            resp_len: hw::DEVICE_ATTRS_SIZE as u32,
+        };
+        let len = admin.execute(pdev.as_ref(), bar, irq, hw::CMD_QUERY_DEVICE, params.encode())?;
+        if len != hw::DEVICE_ATTRS_SIZE as u64 {
+            dev_err!(pdev, "QUERY_DEVICE returned {len} bytes, expected {}\n", hw::DEVICE_ATTRS_SIZE);
+            return Err(EIO);
+        }
+        let raw: [u8; hw::DEVICE_ATTRS_SIZE] = buf.copy_read();
+        Ok(hw::DeviceAttrs::decode(&raw))
+    }
+
+    /// Stops the NIC (reset), so it no longer touches memory we are about to free.
+    pub(crate) fn shutdown(&self) {
+        if reset(self.pdev, &self.bar).is_ok() {
+            dev_dbg!(self.pdev, "NIC stopped\n");
+        }
+    }
+
+    /// What the NIC reported at probe.
+    #[expect(dead_code, reason = "used by the ib_device registration (next issue)")]
+    pub(crate) fn attrs(&self) -> &hw::DeviceAttrs {
+        &self.attrs
+    }
+}
