@@ -39,12 +39,14 @@ mknod -m 600 "$I/dev/console" c 5 1
 # PID namespace, so they end with it whatever happens.
 MODEL=/ordma/cache/target/release/ordma-model
 NIC_ARGS=()
+NIC_PIDS=()
 for ((i = 0; i < NICS; i++)); do
 	sock=/tmp/nic$i.sock
 	mkfifo "/tmp/nic$i.ready"
 	"$MODEL" --socket "$sock" --index "$i" --log "$R/nic$i.log" --log-level "${ORDMA_MODEL_LOG:-info}" \
 		--ready-fd 3 3>"/tmp/nic$i.ready" &
 	children+=("$!")
+	NIC_PIDS+=("$!")
 	# Readiness: the model writes "ready" once it listens; EOF means it died.
 	if ! read -r -t 30 line <"/tmp/nic$i.ready" || [ "$line" != ready ]; then
 		log "NIC model $i did not start (see nic$i.log)"
@@ -83,6 +85,24 @@ QPID=$!
 children+=("$QPID")
 # The console, live, until QEMU exits.
 tail -n +1 -F --pid="$QPID" "$R/console.log" 2>/dev/null &
+children+=("$!")
+# Fault injection for tests: the guest asks for NIC model i to die by creating
+# /ordma/results/control/kill-nic<i>; the harness kills it and renames the file killed-nic<i>.
+mkdir -p "$R/control"
+(
+	while kill -0 "$QPID" 2>/dev/null; do
+		for f in "$R"/control/kill-nic*; do
+			[ -e "$f" ] || continue
+			i=${f##*kill-nic}
+			if [[ $i =~ ^[0-9]+$ ]] && [ "$i" -lt "$NICS" ]; then
+				kill -KILL "${NIC_PIDS[$i]}" 2>/dev/null || true
+				log "killed NIC model $i (the guest asked for it)"
+			fi
+			mv "$f" "$R/control/killed-nic$i"
+		done
+		sleep 0.2
+	done
+) &
 children+=("$!")
 # The timeout: a deadline, not a synchronisation.
 (sleep "$TIMEOUT" && touch /tmp/timed-out && kill -TERM "$QPID") 2>/dev/null &

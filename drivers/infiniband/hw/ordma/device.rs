@@ -61,7 +61,11 @@ impl<'bound> OrdmaDevice<'bound> {
             let bar = pdev.iomap_region_sized::<{ hw::BAR0_SIZE }>(0, c"ordma")?;
             let version = bar.read32(hw::REG_VERSION);
             let (major, minor) = (hw::version_major(version), hw::version_minor(version));
-            if version == u32::MAX || major != hw::version_major(hw::VERSION) {
+            if version == u32::MAX {
+                dev_err!(pdev, "the NIC does not respond (reads return all ones)\n");
+                return Err(ENODEV);
+            }
+            if major != hw::version_major(hw::VERSION) {
                 dev_err!(
                     pdev,
                     "NIC interface version {major}.{minor} is not supported (this driver speaks {}.x)\n",

@@ -1,0 +1,23 @@
+#!/bin/bash
+# VM test: two ordma NICs (two model processes) are listed by lspci and both are probed:
+# reset, version, queues, MSI-X and a QUERY_DEVICE admin command answered by each model
+# (the node GUID in the log is the model's, which differs per NIC).
+# nics: 2
+set -euo pipefail
+fail() { echo "FAIL: $*"; exit 1; }
+lspci -nn -d 4f52:0001
+[ "$(lspci -n -d 4f52:0001 | wc -l)" = 2 ] || fail "lspci does not list two ordma functions"
+lspci -n -d 4f52:0001 | grep -q ' 0207: ' || fail "class is not InfiniBand controller"
+dmesg | grep 'ordma 0000' || true
+for guid in 0200000000000000 0200000000000001; do
+	dmesg | grep -q "ordma NIC 1.0: node GUID $guid, fw 0.1.0, 1 port(s), max QP 1024" ||
+		fail "no probe message with the model's attributes for GUID $guid"
+done
+for dev in /sys/bus/pci/drivers/ordma/0000:*; do
+	[ -e "$dev" ] || fail "no device bound to ordma"
+	bdf=${dev##*/}
+	n=$(awk -v b="$bdf" '$0 ~ b && /ordma-admin/ { s = 0; for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i; print s }' /proc/interrupts)
+	echo "$bdf: $n admin interrupt(s)"
+	[ "${n:-0}" -ge 1 ] || fail "$bdf: no MSI-X admin interrupt was taken"
+done
+echo "PASS: nic-probe"
