@@ -13,18 +13,20 @@ fails=0
 check() { # NAME WANT GOT
 	if [ "$2" = "$3" ]; then echo "ok   $1"; else echo "FAIL $1: wanted $2, got $3"; fails=$((fails + 1)); fi
 }
-qemu_of() { pgrep -f "qemu-system-x86_64.*$1" || true; }
+# What a run started and must not leave behind: QEMU and the NIC models (their command lines
+# name the run's results folder).
+qemu_of() { pgrep -f "(qemu-system-x86_64|ordma-model).*$1" || true; }
 
 rc=0; "$RUN" --results "$OUT/status" -- sh -c 'echo hello from the guest; exit 7' >/dev/null 2>&1 || rc=$?
 check "exit status is the command's" 7 "$rc"
 check "output.txt holds the command's output" "hello from the guest" "$(cat "$OUT/status/output.txt")"
-for f in console.log dmesg.txt harness.log qemu.log cmd.sh; do
+for f in console.log dmesg.txt harness.log qemu.log nic0.log cmd.sh; do
 	check "results folder has $f" yes "$([ -e "$OUT/status/$f" ] && echo yes || echo no)"
 done
 
-rc=0; "$RUN" --results "$OUT/timeout" --timeout 25 -- sleep 1000 >/dev/null 2>&1 || rc=$?
+rc=0; "$RUN" --results "$OUT/timeout" --nics 2 --timeout 25 -- sleep 1000 >/dev/null 2>&1 || rc=$?
 check "timeout gives 124" 124 "$rc"
-check "no QEMU left after timeout" "" "$(qemu_of "$OUT/timeout")"
+check "no QEMU or NIC model left after timeout" "" "$(qemu_of "$OUT/timeout")"
 
 rc=0; "$RUN" --results "$OUT/splat" -- sh -c 'echo "WARNING: ordma harness self-test" >/dev/kmsg' >/dev/null 2>&1 || rc=$?
 check "a kernel WARNING fails a passing command with 126" 126 "$rc"
@@ -54,7 +56,7 @@ for sig in INT TERM; do
 	fi
 	rc=0; wait "$pid" || rc=$?
 	check "SIG$sig: harness exits with $want" $want $rc
-	check "SIG$sig: no QEMU left" "" "$(qemu_of "$dir")"
+	check "SIG$sig: no QEMU or NIC model left" "" "$(qemu_of "$dir")"
 	check "SIG$sig: harness prints where the logs are" yes \
 		"$(grep -q "logs: $dir" "$dir.out" && echo yes || echo no)"
 done

@@ -1,6 +1,7 @@
 #!/bin/bash
 # `make test`: everything, in order: build root, test kernel, lint (rustfmt, clippy for the
-# module and the workspace), unit tests (cargo test), the module build, host tests of the
+# module and the workspace), unit tests (cargo test), the module and NIC model builds, host
+# tests of the
 # pipeline, and the VM tests (qemu-test/tests/*.sh, each in a fresh guest).
 #
 # Results: test-results/<time>/ holds one log per step, one results folder per VM run and
@@ -54,7 +55,7 @@ vm_test() { # FILE
 	local f=$1 nics timeout
 	nics=$(sed -n 's/^# nics: *\([0-9]*\).*/\1/p' "$f" | head -n1)
 	timeout=$(sed -n 's/^# timeout: *\([0-9]*\).*/\1/p' "$f" | head -n1)
-	ORDMA_NO_BUILD=1 "$ORDMA_SRC/qemu-test/run" --nics "${nics:-0}" --timeout "${timeout:-600}" \
+	ORDMA_NO_BUILD=1 "$ORDMA_SRC/qemu-test/run" --nics "${nics:-1}" --timeout "${timeout:-600}" \
 		--results "$TR/vm-$(basename "$f" .sh)" -- bash "/ordma/src/qemu-test/tests/$(basename "$f")"
 }
 
@@ -66,6 +67,7 @@ step lint-rustfmt inroot 'rustfmt --check --edition 2021 --config-path /ordma/ke
 step lint-cargo-clippy inroot 'cargo clippy --workspace --all-targets -- -D warnings' || true
 step cargo-test inroot 'cargo test --workspace' || true
 step module-clippy module_clippy || true
+step model-build inroot 'cargo build --release -p ordma-model' || true
 if step module-build module_build; then
 	step host-kconfig-check "$ORDMA_SRC/scripts/tests/kconfig-broken-fragment.sh" || true
 	step host-harness-selftest "$ORDMA_SRC/qemu-test/selftest.sh" "$TR/harness-selftest" || true

@@ -176,9 +176,9 @@ impl ServerBackend for Backend {
     ) -> std::io::Result<()> {
         let Some(fd) = fd else {
             // Without an fd the memory is not shared with us: DMA there fails as unmapped.
-            warn!(
+            debug!(
                 address = format_args!("{address:#x}"),
-                size, "DMA_MAP without an fd: ignored"
+                size, "DMA_MAP without an fd: not DMA-able"
             );
             return Ok(());
         };

@@ -77,7 +77,7 @@ impl SharedMemory {
             let inside = m.iova >= iova && m.iova + m.len <= end;
             let keep = !(all || inside);
             if !keep {
-                info!(
+                debug!(
                     iova = format_args!("{:#x}", m.iova),
                     size = m.len,
                     "DMA unmap"
