@@ -1,8 +1,7 @@
 #!/bin/bash
 # `make test`: everything, in order: build root, test kernel, lint (rustfmt, clippy for the
 # module and the workspace), unit tests (cargo test), the module and NIC model builds, host
-# tests of the
-# pipeline, and the VM tests (qemu-test/tests/*.sh, each in a fresh guest).
+# tests of the pipeline, and the VM tests (qemu-test/tests/*.sh, each in a fresh guest).
 #
 # Results: test-results/<time>/ holds one log per step, one results folder per VM run and
 # summary.txt; test-results/latest points at the newest. Exit status 0 only if all passed.
