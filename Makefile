@@ -6,6 +6,7 @@
 #                     the NIC model (rtl/ordma-model, cargo)
 #   make run          boot a VM with ordma loaded and show it working
 #   make test         everything: lint, unit tests, module build, VM tests
+#   make fmt          format the kernel crate (kernel's rustfmt config) and the workspace
 #   make clean        remove build products from the tree
 #
 # With KDIR=<a Rust-enabled kernel tree> the module is built directly against it, with the
@@ -15,7 +16,7 @@
 
 ORDMA := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 
-.PHONY: all modules model run test clean lint
+.PHONY: all modules model run test clean fmt
 
 ifneq ($(KDIR),)
 # Direct build against a given tree (also what the wrapper below runs inside the root).
@@ -39,6 +40,11 @@ clean:
 		$(ORDMA)/scripts/in-root -- make -C /ordma/src KDIR=/ordma/kernel clean; fi
 	rm -rf $(ORDMA)/target
 endif
+
+fmt:
+	$(ORDMA)/scripts/in-root -- bash -c 'cd /ordma/src && cargo fmt --all && \
+		rustfmt --edition 2021 --config-path /ordma/kernel/.rustfmt.toml \
+		drivers/infiniband/hw/ordma/ordma_main.rs'
 
 run:
 	$(ORDMA)/qemu-test/run --nics 1 -- bash /ordma/src/qemu-test/demo.sh

@@ -115,7 +115,11 @@ impl AdminQueue {
         }
         let cmd_id = st.next_id;
         st.next_id = st.next_id.wrapping_add(1);
-        let cmd = hw::AdminCmd { opcode, cmd_id, params };
+        let cmd = hw::AdminCmd {
+            opcode,
+            cmd_id,
+            params,
+        };
         let slot = usize::from(st.prod % AQ_DEPTH);
         io_project!(self.sq, [try: slot]).copy_write(cmd.encode());
         st.prod = st.prod.wrapping_add(1);
@@ -147,11 +151,19 @@ impl AdminQueue {
         drop(guard);
         st.cq_head = head.wrapping_add(1);
         if c.cmd_id != cmd_id {
-            dev_err!(dev, "admin completion for id {} while waiting for {cmd_id}\n", c.cmd_id);
+            dev_err!(
+                dev,
+                "admin completion for id {} while waiting for {cmd_id}\n",
+                c.cmd_id
+            );
             return Err(EIO);
         }
         if c.status != hw::AQ_OK {
-            dev_err!(dev, "admin command {opcode:#x} failed with status {}\n", c.status);
+            dev_err!(
+                dev,
+                "admin command {opcode:#x} failed with status {}\n",
+                c.status
+            );
             return Err(EIO);
         }
         Ok(c.result)

@@ -169,14 +169,25 @@ impl<'bound> OrdmaDevice<'bound> {
         admin: &AdminQueue,
         irq: &AdminIrq,
     ) -> Result<hw::DeviceAttrs> {
-        let buf: Coherent<[u8; hw::DEVICE_ATTRS_SIZE]> = Coherent::zeroed(pdev.as_ref(), GFP_KERNEL)?;
+        let buf: Coherent<[u8; hw::DEVICE_ATTRS_SIZE]> =
+            Coherent::zeroed(pdev.as_ref(), GFP_KERNEL)?;
         let params = hw::QueryDeviceParams {
             resp_addr: buf.dma_address(),
             resp_len: hw::DEVICE_ATTRS_SIZE as u32,
         };
-        let len = admin.execute(pdev.as_ref(), bar, irq, hw::CMD_QUERY_DEVICE, params.encode())?;
+        let len = admin.execute(
+            pdev.as_ref(),
+            bar,
+            irq,
+            hw::CMD_QUERY_DEVICE,
+            params.encode(),
+        )?;
         if len != hw::DEVICE_ATTRS_SIZE as u64 {
-            dev_err!(pdev, "QUERY_DEVICE returned {len} bytes, expected {}\n", hw::DEVICE_ATTRS_SIZE);
+            dev_err!(
+                pdev,
+                "QUERY_DEVICE returned {len} bytes, expected {}\n",
+                hw::DEVICE_ATTRS_SIZE
+            );
             return Err(EIO);
         }
         let raw: [u8; hw::DEVICE_ATTRS_SIZE] = buf.copy_read();
