@@ -5,9 +5,11 @@
 set -euo pipefail
 NICS=1
 TIMEOUT=600
+declare -A EXTRA=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--nics) NICS=$2; shift 2 ;;
+	--nic-args) EXTRA[$2]=$3; shift 3 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	*) echo "vm-inner: unknown argument $1" >&2; exit 127 ;;
 	esac
@@ -43,8 +45,9 @@ NIC_PIDS=()
 for ((i = 0; i < NICS; i++)); do
 	sock=/tmp/nic$i.sock
 	mkfifo "/tmp/nic$i.ready"
+	read -r -a extra <<<"${EXTRA[$i]:-}"
 	"$MODEL" --socket "$sock" --index "$i" --log "$R/nic$i.log" --log-level "${ORDMA_MODEL_LOG:-info}" \
-		--ready-fd 3 3>"/tmp/nic$i.ready" &
+		"${extra[@]}" --ready-fd 3 3>"/tmp/nic$i.ready" &
 	children+=("$!")
 	NIC_PIDS+=("$!")
 	# Readiness: the model writes "ready" once it listens; EOF means it died.
@@ -53,7 +56,7 @@ for ((i = 0; i < NICS; i++)); do
 		tail -n 5 "$R/nic$i.log" >&2 || true
 		exit 125
 	fi
-	log "NIC model $i ready (pid ${children[-1]}, log nic$i.log)"
+	log "NIC model $i ready (pid ${children[-1]}, log nic$i.log${extra[*]:+, args: ${extra[*]}})"
 	NIC_ARGS+=(-device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"type\":\"unix\",\"path\":\"$sock\"}}")
 done
 

@@ -54,7 +54,12 @@ vm_test() { # FILE
 	local f=$1 nics timeout
 	nics=$(sed -n 's/^# nics: *\([0-9]*\).*/\1/p' "$f" | head -n1)
 	timeout=$(sed -n 's/^# timeout: *\([0-9]*\).*/\1/p' "$f" | head -n1)
-	ORDMA_NO_BUILD=1 "$ORDMA_SRC/qemu-test/run" --nics "${nics:-1}" --timeout "${timeout:-600}" \
+	# `# run-args:` lines: more qemu-test/run options, one option and its values per line.
+	local args=() line
+	while IFS= read -r line; do
+		eval "args+=($line)"
+	done < <(sed -n 's/^# run-args: *//p' "$f")
+	ORDMA_NO_BUILD=1 "$ORDMA_SRC/qemu-test/run" --nics "${nics:-1}" --timeout "${timeout:-600}" "${args[@]}" \
 		--results "$TR/vm-$(basename "$f" .sh)" -- bash "/ordma/src/qemu-test/tests/$(basename "$f")"
 }
 

@@ -17,6 +17,32 @@ pub trait Interrupts {
     fn raise(&self, vector: u16);
 }
 
+/// A fault the model injects, to test the driver's error paths (`--inject`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// `VERSION` reports interface 2.0, which no driver of 1.x may accept.
+    BadVersion,
+    /// A reset never completes: `STATUS.READY` stays clear.
+    ResetStuck,
+    /// `CMD_QUERY_DEVICE` fails with `AQ_BAD_PARAM`.
+    QueryDeviceError,
+}
+
+impl core::str::FromStr for Fault {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "bad-version" => Ok(Self::BadVersion),
+            "reset-stuck" => Ok(Self::ResetStuck),
+            "query-device-error" => Ok(Self::QueryDeviceError),
+            _ => Err(format!(
+                "unknown fault {s} (bad-version, reset-stuck, query-device-error)"
+            )),
+        }
+    }
+}
+
 /// What the NIC reports about itself; fixed per model instance (command line).
 #[derive(Clone, Copy, Debug)]
 pub struct NicConfig {
@@ -24,6 +50,8 @@ pub struct NicConfig {
     pub attrs: hw::DeviceAttrs,
     /// Whether the port's link is up.
     pub link_up: bool,
+    /// A fault to inject, if any.
+    pub fault: Option<Fault>,
 }
 
 impl NicConfig {
@@ -50,6 +78,7 @@ impl NicConfig {
                 hw_ver: 1,
             },
             link_up: true,
+            fault: None,
         }
     }
 }
@@ -128,6 +157,10 @@ impl Nic {
     pub fn reset(&mut self) {
         info!("reset");
         *self = Self::new(self.config);
+        if self.config.fault == Some(Fault::ResetStuck) {
+            warn!("injected fault: the reset never completes");
+            self.status = 0;
+        }
     }
 
     /// Changes the port's link state; posts `PORT_ACTIVE`/`PORT_DOWN` if the queues run.
@@ -184,6 +217,7 @@ impl Nic {
         let lo = |v: u64| v as u32;
         let hi = |v: u64| (v >> 32) as u32;
         match usize::try_from(offset).unwrap_or(usize::MAX) {
+            hw::REG_VERSION if self.config.fault == Some(Fault::BadVersion) => 2 << 16,
             hw::REG_VERSION => hw::VERSION,
             hw::REG_STATUS => self.status,
             hw::REG_ERROR => self.error,
@@ -416,6 +450,10 @@ impl Nic {
     /// Runs one admin command: (status, result).
     fn execute(&self, cmd: &hw::AdminCmd, mem: &dyn GuestMemory) -> (u16, u64) {
         match cmd.opcode {
+            hw::CMD_QUERY_DEVICE if self.config.fault == Some(Fault::QueryDeviceError) => {
+                warn!(cmd_id = cmd.cmd_id, "injected fault: QUERY_DEVICE fails");
+                (hw::AQ_BAD_PARAM, 0)
+            }
             hw::CMD_QUERY_DEVICE => {
                 let Some(p) = hw::QueryDeviceParams::decode(&cmd.params) else {
                     return (hw::AQ_BAD_PARAM, 0);

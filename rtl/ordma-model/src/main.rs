@@ -21,6 +21,9 @@ Usage: ordma-model --socket PATH [options]
   --link up|down    the port's initial link state (default up)
   --log FILE        log file (default: standard error)
   --log-level L     error, warn, info, debug or trace (default info)
+  --inject FAULT    misbehave, to test the driver: bad-version (VERSION says 2.0),
+                    reset-stuck (READY never returns after a reset), query-device-error
+                    (QUERY_DEVICE fails)
   --ready-fd N      write \"ready\\n\" to file descriptor N once listening, then close it
   -h, --help        this text
 
@@ -36,6 +39,7 @@ struct Args {
     log: Option<PathBuf>,
     level: tracing::Level,
     ready_fd: Option<i32>,
+    fault: Option<ordma_model::engine::Fault>,
 }
 
 fn parse() -> Result<Option<Args>, String> {
@@ -47,6 +51,7 @@ fn parse() -> Result<Option<Args>, String> {
         log: None,
         level: tracing::Level::INFO,
         ready_fd: None,
+        fault: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(opt) = it.next() {
@@ -80,6 +85,7 @@ fn parse() -> Result<Option<Args>, String> {
                     .parse()
                     .map_err(|_| format!("--log-level {v}: not a level"))?;
             }
+            "--inject" => a.fault = Some(val()?.parse()?),
             "--ready-fd" => {
                 let v = val()?;
                 a.ready_fd = Some(v.parse().map_err(|e| format!("--ready-fd {v}: {e}"))?);
@@ -122,6 +128,7 @@ fn main() -> ExitCode {
     let guid = args.guid.unwrap_or(0x0200_0000_0000_0000 | args.index);
     let mut config = NicConfig::with_guid(guid);
     config.link_up = args.link_up;
+    config.fault = args.fault;
     info!(nic = args.index, guid = format_args!("{guid:016x}"), socket = %args.socket.display(), "starting");
 
     let server =

@@ -380,3 +380,25 @@ fn reset_stops_the_queues() {
     assert_eq!(rig.r(hw::REG_ERROR), hw::ERR_BAD_DOORBELL);
     assert_eq!(rig.completion(0).cmd_id, 0);
 }
+
+#[test]
+fn injected_faults_behave_as_documented() {
+    use ordma_model::engine::Fault;
+    let mk = |fault| {
+        let mut rig = Rig::new();
+        let mut config = NicConfig::with_guid(GUID);
+        config.fault = Some(fault);
+        rig.nic = Nic::new(config);
+        rig
+    };
+    assert_eq!(mk(Fault::BadVersion).r(hw::REG_VERSION), 2 << 16);
+    let mut rig = mk(Fault::ResetStuck);
+    rig.w(hw::REG_CONTROL, hw::CONTROL_RESET);
+    assert_eq!(rig.r(hw::REG_STATUS) & hw::STATUS_READY, 0);
+    let mut rig = mk(Fault::QueryDeviceError);
+    rig.program(3, 4);
+    rig.w(hw::REG_CONTROL, hw::CONTROL_ENABLE);
+    rig.submit_raw(&[Rig::query_device(5, BUF, 64)]);
+    assert_eq!(rig.completion(0).status, hw::AQ_BAD_PARAM);
+    assert!("nonsense".parse::<Fault>().is_err());
+}
