@@ -1,8 +1,11 @@
 #!/bin/bash
 # VM test: two ordma NICs (two model processes) are listed by lspci and both are probed:
 # reset, version, queues, MSI-X and a QUERY_DEVICE admin command answered by each model
-# (the node GUID in the log is the model's, which differs per NIC).
+# (the node GUID in the log is the model's, which differs per NIC). The event queue works:
+# NIC 0's link is up and its PORT_ACTIVE event arrives; NIC 1's model runs with its link
+# down, so no such event comes from it.
 # nics: 2
+# run-args: --nic-args 1 "--link down"
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 lspci -nn -d 4f52:0001
@@ -13,6 +16,8 @@ for guid in 0200000000000000 0200000000000001; do
 	dmesg | grep -q "ordma NIC 1.0: node GUID $guid, fw 0.1.0, 1 port(s), max QP 1024" ||
 		fail "no probe message with the model's attributes for GUID $guid"
 done
+dmesg | grep -q 'ordma 0000:00:06.0: port 1 ACTIVE' || fail "no PORT_ACTIVE event from NIC 0"
+if dmesg | grep -q 'ordma 0000:00:07.0: port 1 ACTIVE'; then fail "NIC 1's link is down, yet ACTIVE"; fi
 for dev in /sys/bus/pci/drivers/ordma/0000:*; do
 	[ -e "$dev" ] || fail "no device bound to ordma"
 	bdf=${dev##*/}
@@ -20,4 +25,7 @@ for dev in /sys/bus/pci/drivers/ordma/0000:*; do
 	echo "$bdf: $n admin interrupt(s)"
 	[ "${n:-0}" -ge 1 ] || fail "$bdf: no MSI-X admin interrupt was taken"
 done
+n=$(awk '/0000:00:06.0/ && /ordma-event/ { s = 0; for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i; print s }' /proc/interrupts)
+echo "0000:00:06.0: ${n:-0} event interrupt(s)"
+[ "${n:-0}" -ge 1 ] || fail "no MSI-X event interrupt on NIC 0"
 echo "PASS: nic-probe"

@@ -15,11 +15,9 @@ use kernel::{
 use crate::{
     admin::{AdminIrq, AdminQueue, AQ_LOG_DEPTH},
     driver::Bar0,
+    event::{EventQueue, EQ_LOG_DEPTH},
     hw,
 };
-
-/// log2 of the event queue depth.
-const EQ_LOG_DEPTH: u32 = 6;
 
 /// Resets the NIC and waits for `STATUS.READY`.
 fn reset(pdev: &pci::Device<Bound>, bar: &Bar0<'_>) -> Result {
@@ -34,16 +32,18 @@ fn reset(pdev: &pci::Device<Bound>, bar: &Bar0<'_>) -> Result {
     .inspect_err(|_| dev_err!(pdev, "the NIC did not come out of reset\n"))
 }
 
-/// A bound NIC. Fields drop in declaration order: the interrupt first, then the vectors,
-/// then the DMA memory (the NIC was reset in `unbind`, so it no longer uses it), then BAR0.
+/// A bound NIC. Fields drop in declaration order: the interrupts first (the event queue's
+/// ring goes with its handler), then the vectors, then the admin DMA memory (the NIC was
+/// reset in `unbind`, so it no longer uses any of it), then BAR0.
 #[pin_data]
 pub(crate) struct OrdmaDevice<'bound> {
+    #[pin]
+    event_irq: irq::Registration<'bound, EventQueue<'bound>>,
     #[pin]
     admin_irq: irq::Registration<'bound, AdminIrq>,
     _vectors: pci::IrqVectorRegistration<'bound>,
     #[pin]
     admin: AdminQueue,
-    _eq: Coherent<[[u8; hw::EQE_SIZE]]>,
     attrs: hw::DeviceAttrs,
     bar: Bar0<'bound>,
     pdev: &'bound pci::Device<Bound>,
@@ -75,14 +75,16 @@ impl<'bound> OrdmaDevice<'bound> {
             }
             reset(pdev, &bar)?;
             let dev: &'bound kernel::device::Device<Bound> = pdev.as_ref();
-            let eq = Coherent::zeroed_slice(dev, 1 << EQ_LOG_DEPTH, GFP_KERNEL)?;
             let vectors = pdev.alloc_irq_vectors(
                 u32::from(hw::NUM_VECTORS),
                 u32::from(hw::NUM_VECTORS),
                 pci::IrqTypes::default().with(pci::IrqType::MsiX),
             )?;
             Ok(try_pin_init!(Self {
+                bar,
+                pdev: bound,
                 _vectors: vectors,
+                admin <- AdminQueue::new(dev),
                 // SAFETY: `_vectors` is initialised before this expression, lives at a pinned,
                 // stable address and is dropped after `admin_irq` (field order). The
                 // registration is never leaked.
@@ -94,15 +96,25 @@ impl<'bound> OrdmaDevice<'bound> {
                         AdminIrq::new(),
                     )
                 },
-                admin <- AdminQueue::new(dev),
-                _eq: eq,
+                // SAFETY: as for `admin_irq`; `bar` too is initialised before, pinned, and
+                // dropped after `event_irq`, whose handler borrows it.
+                event_irq <- unsafe {
+                    irq::Registration::new(
+                        (*core::ptr::from_ref(_vectors)).index(usize::from(hw::VECTOR_EVENT))?.into(),
+                        irq::Flags::TRIGGER_NONE,
+                        c"ordma-event",
+                        EventQueue::new(bound, &*core::ptr::from_ref(bar)),
+                    )
+                },
                 attrs: hw::DeviceAttrs::default(),
-                bar,
-                pdev: bound,
                 _: {
-                    Self::enable(bound, bar, &admin, _eq.dma_address())?;
+                    Self::enable(bound, bar, &admin, event_irq.handler().addr())?;
                     match Self::query_device(bound, bar, &admin, admin_irq.handler()) {
-                        Ok(a) => *attrs = a,
+                        Ok(a) => {
+                            *attrs = a;
+                            // Events (the first: PORT_ACTIVE) from now on.
+                            event_irq.handler().arm();
+                        }
                         Err(e) => {
                             // Stop the NIC before its queues are freed.
                             let _ = reset(bound, bar);

@@ -7,6 +7,7 @@
 mod admin;
 mod device;
 mod driver;
+mod event;
 mod hw;
 mod ib;
 
