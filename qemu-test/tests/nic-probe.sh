@@ -16,6 +16,11 @@ for guid in 0200000000000000 0200000000000001; do
 	dmesg | grep -q "ordma NIC 1.0: node GUID $guid, fw 0.1.0, 1 port(s), max QP 1024" ||
 		fail "no probe message with the model's attributes for GUID $guid"
 done
+# QUERY_PORT: LID = index + 1, state 4 (ACTIVE) with the link up, 1 (DOWN) without.
+dmesg | grep -q 'ordma 0000:00:06.0: port 1: LID 1, state 4, MTU code 5, GUID 0200000000000000' ||
+	fail "NIC 0: QUERY_PORT result not as the model reports it"
+dmesg | grep -q 'ordma 0000:00:07.0: port 1: LID 2, state 1, MTU code 5, GUID 0200000000000001' ||
+	fail "NIC 1: QUERY_PORT result not as the model reports it"
 dmesg | grep -q 'ordma 0000:00:06.0: port 1 ACTIVE' || fail "no PORT_ACTIVE event from NIC 0"
 if dmesg | grep -q 'ordma 0000:00:07.0: port 1 ACTIVE'; then fail "NIC 1's link is down, yet ACTIVE"; fi
 for dev in /sys/bus/pci/drivers/ordma/0000:*; do

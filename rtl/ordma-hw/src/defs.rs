@@ -118,6 +118,9 @@ pub const EQE_SIZE: usize = 16;
 /// Admin command: query the device's attributes into a [`DeviceAttrs`] buffer.
 pub const CMD_QUERY_DEVICE: u8 = 0x01;
 
+/// Admin command: query port `port` into a [`PortAttrs`] buffer.
+pub const CMD_QUERY_PORT: u8 = 0x02;
+
 /// Admin status: success.
 pub const AQ_OK: u16 = 0;
 /// Admin status: unknown opcode.
@@ -246,6 +249,124 @@ impl QueryDeviceParams {
             resp_addr: get_le64(p, 0)?,
             resp_len: get_le32(p, 8)?,
         })
+    }
+}
+
+/// `CMD_QUERY_PORT` parameters.
+///
+/// Layout in `params`: `port` u32 @0 (1-based), reserved u32 @4, `resp_addr` u64 @8,
+/// `resp_len` u32 @16, the rest zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueryPortParams {
+    /// Port number, from 1.
+    pub port: u32,
+    /// Bus address of the response buffer.
+    pub resp_addr: u64,
+    /// Length of the response buffer; the NIC writes `min(resp_len, PORT_ATTRS_SIZE)`.
+    pub resp_len: u32,
+}
+
+impl QueryPortParams {
+    /// Encodes into an admin command's parameters.
+    pub fn encode(&self) -> [u8; AQ_SQE_SIZE - 8] {
+        let mut p = [0u8; AQ_SQE_SIZE - 8];
+        put_le32(&mut p, 0, self.port);
+        put_le64(&mut p, 8, self.resp_addr);
+        put_le32(&mut p, 16, self.resp_len);
+        p
+    }
+
+    /// Decodes; `None` if a reserved byte is not zero.
+    pub fn decode(p: &[u8; AQ_SQE_SIZE - 8]) -> Option<Self> {
+        if p[4..8].iter().chain(&p[20..]).any(|&x| x != 0) {
+            return None;
+        }
+        Some(Self {
+            port: get_le32(p, 0)?,
+            resp_addr: get_le64(p, 8)?,
+            resp_len: get_le32(p, 16)?,
+        })
+    }
+}
+
+/// Size of the [`PortAttrs`] response.
+pub const PORT_ATTRS_SIZE: usize = 32;
+
+/// Port state `DOWN` (the IB spec's value, as `enum ib_port_state` has it).
+pub const PORT_STATE_DOWN: u8 = 1;
+/// Port state `ACTIVE`.
+pub const PORT_STATE_ACTIVE: u8 = 4;
+/// Physical port state `Disabled`.
+pub const PHYS_STATE_DISABLED: u8 = 3;
+/// Physical port state `LinkUp`.
+pub const PHYS_STATE_LINK_UP: u8 = 5;
+/// MTU code for 4096 bytes (the IB spec's `enum ib_mtu`).
+pub const MTU_4096: u8 = 5;
+
+/// The `CMD_QUERY_PORT` response (32 bytes, little-endian, offsets in the field docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortAttrs {
+    /// @0: logical state (`PORT_STATE_*`).
+    pub state: u8,
+    /// @1: physical state (`PHYS_STATE_*`).
+    pub phys_state: u8,
+    /// @2: largest MTU (`MTU_*` code).
+    pub max_mtu: u8,
+    /// @3: current MTU (`MTU_*` code).
+    pub active_mtu: u8,
+    /// @4: the port's LID.
+    pub lid: u16,
+    /// @6: the subnet manager's LID.
+    pub sm_lid: u16,
+    /// @8: the port GUID (GID 0 is fe80::/64 + this).
+    pub port_guid: u64,
+    /// @16: GID table length.
+    pub gid_tbl_len: u32,
+    /// @20: PKey table length.
+    pub pkey_tbl_len: u16,
+    /// @22: link width (the IB spec's code; 1 = 1x).
+    pub link_width: u8,
+    /// @23: link speed (the IB spec's code; 1 = SDR).
+    pub link_speed: u8,
+    /// @24: largest message size.
+    pub max_msg_sz: u32,
+}
+
+impl PortAttrs {
+    /// Encodes the response as the NIC writes it (bytes 28..32 reserved, zero).
+    pub fn encode(&self) -> [u8; PORT_ATTRS_SIZE] {
+        let mut b = [0u8; PORT_ATTRS_SIZE];
+        b[0] = self.state;
+        b[1] = self.phys_state;
+        b[2] = self.max_mtu;
+        b[3] = self.active_mtu;
+        put_le16(&mut b, 4, self.lid);
+        put_le16(&mut b, 6, self.sm_lid);
+        put_le64(&mut b, 8, self.port_guid);
+        put_le32(&mut b, 16, self.gid_tbl_len);
+        put_le16(&mut b, 20, self.pkey_tbl_len);
+        b[22] = self.link_width;
+        b[23] = self.link_speed;
+        put_le32(&mut b, 24, self.max_msg_sz);
+        b
+    }
+
+    /// Decodes a response.
+    pub fn decode(b: &[u8; PORT_ATTRS_SIZE]) -> Self {
+        Self {
+            state: b[0],
+            phys_state: b[1],
+            max_mtu: b[2],
+            active_mtu: b[3],
+            lid: get_le16(b, 4).unwrap_or(0),
+            sm_lid: get_le16(b, 6).unwrap_or(0),
+            port_guid: get_le64(b, 8).unwrap_or(0),
+            gid_tbl_len: get_le32(b, 16).unwrap_or(0),
+            pkey_tbl_len: get_le16(b, 20).unwrap_or(0),
+            link_width: b[22],
+            link_speed: b[23],
+            max_msg_sz: get_le32(b, 24).unwrap_or(0),
+        }
     }
 }
 

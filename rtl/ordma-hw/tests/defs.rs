@@ -93,3 +93,33 @@ fn byte_accessors_are_bounds_checked() {
     assert!(put_le32(&mut b, 4, 0x0102_0304));
     assert_eq!(b[4..], [4, 3, 2, 1]);
 }
+
+#[test]
+fn port_attrs_and_params_round_trip() {
+    let a = PortAttrs {
+        state: PORT_STATE_ACTIVE,
+        phys_state: PHYS_STATE_LINK_UP,
+        max_mtu: MTU_4096,
+        active_mtu: 3,
+        lid: 0x1234,
+        sm_lid: 2,
+        port_guid: 0x0200_0000_0000_0001,
+        gid_tbl_len: 1,
+        pkey_tbl_len: 1,
+        link_width: 1,
+        link_speed: 1,
+        max_msg_sz: 1 << 31,
+    };
+    let b = a.encode();
+    assert_eq!(PortAttrs::decode(&b), a);
+    assert_eq!(&b[4..6], &[0x34, 0x12], "lid is little-endian at 4");
+    let p = QueryPortParams {
+        port: 1,
+        resp_addr: 0x1000,
+        resp_len: 32,
+    };
+    let mut e = p.encode();
+    assert_eq!(QueryPortParams::decode(&e), Some(p));
+    e[5] = 1;
+    assert_eq!(QueryPortParams::decode(&e), None);
+}

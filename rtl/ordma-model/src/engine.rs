@@ -48,6 +48,8 @@ impl core::str::FromStr for Fault {
 pub struct NicConfig {
     /// The attributes `CMD_QUERY_DEVICE` returns.
     pub attrs: hw::DeviceAttrs,
+    /// The port's LID.
+    pub lid: u16,
     /// Whether the port's link is up.
     pub link_up: bool,
     /// A fault to inject, if any.
@@ -77,6 +79,7 @@ impl NicConfig {
                 vendor_part_id: u32::from(hw::PCI_DEVICE_ID),
                 hw_ver: 1,
             },
+            lid: 1,
             link_up: true,
             fault: None,
         }
@@ -177,6 +180,33 @@ impl Nic {
                 hw::EVENT_PORT_DOWN
             };
             self.post_event(kind, 1, 0, mem, irq);
+        }
+    }
+
+    /// The attributes of port 1 as `CMD_QUERY_PORT` reports them.
+    pub fn port_attrs(&self) -> hw::PortAttrs {
+        let up = self.config.link_up;
+        hw::PortAttrs {
+            state: if up {
+                hw::PORT_STATE_ACTIVE
+            } else {
+                hw::PORT_STATE_DOWN
+            },
+            phys_state: if up {
+                hw::PHYS_STATE_LINK_UP
+            } else {
+                hw::PHYS_STATE_DISABLED
+            },
+            max_mtu: hw::MTU_4096,
+            active_mtu: hw::MTU_4096,
+            lid: self.config.lid,
+            sm_lid: 0,
+            port_guid: self.config.attrs.node_guid,
+            gid_tbl_len: 1,
+            pkey_tbl_len: 1,
+            link_width: 1,
+            link_speed: 1,
+            max_msg_sz: 1 << 31,
         }
     }
 
@@ -470,6 +500,23 @@ impl Nic {
                     }
                     Err(e) => {
                         warn!(cmd_id = cmd.cmd_id, %e, "QUERY_DEVICE: bad response buffer");
+                        (hw::AQ_BAD_ADDRESS, 0)
+                    }
+                }
+            }
+            hw::CMD_QUERY_PORT => {
+                let Some(p) = hw::QueryPortParams::decode(&cmd.params) else {
+                    return (hw::AQ_BAD_PARAM, 0);
+                };
+                if p.resp_len == 0 || p.port == 0 || p.port > self.config.attrs.num_ports {
+                    return (hw::AQ_BAD_PARAM, 0);
+                }
+                let bytes = self.port_attrs().encode();
+                let len = bytes.len().min(p.resp_len as usize);
+                match mem.write(p.resp_addr, &bytes[..len]) {
+                    Ok(()) => (hw::AQ_OK, len as u64),
+                    Err(e) => {
+                        warn!(cmd_id = cmd.cmd_id, %e, "QUERY_PORT: bad response buffer");
                         (hw::AQ_BAD_ADDRESS, 0)
                     }
                 }

@@ -17,7 +17,8 @@ Usage: ordma-model --socket PATH [options]
   --socket PATH     vfio-user socket to listen on (must not exist); QEMU connects with
                     -device vfio-user-pci,socket={\"type\":\"unix\",\"path\":\"PATH\"}
   --guid HEX        node GUID (default 02000000000000 + --index)
-  --index N         this NIC's number, for the default GUID and the logs (default 0)
+  --index N         this NIC's number, for the default GUID, the LID (N + 1) and the
+                    logs (default 0)
   --link up|down    the port's initial link state (default up)
   --log FILE        log file (default: standard error)
   --log-level L     error, warn, info, debug or trace (default info)
@@ -128,6 +129,8 @@ fn main() -> ExitCode {
     let guid = args.guid.unwrap_or(0x0200_0000_0000_0000 | args.index);
     let mut config = NicConfig::with_guid(guid);
     config.link_up = args.link_up;
+    // CAST: LIDs are 16-bit; --index is at most a few NICs.
+    config.lid = (args.index + 1) as u16;
     config.fault = args.fault;
     info!(nic = args.index, guid = format_args!("{guid:016x}"), socket = %args.socket.display(), "starting");
 

@@ -402,3 +402,42 @@ fn injected_faults_behave_as_documented() {
     assert_eq!(rig.completion(0).status, hw::AQ_BAD_PARAM);
     assert!("nonsense".parse::<Fault>().is_err());
 }
+
+#[test]
+fn query_port_reports_the_link_state() {
+    let mut rig = Rig::enabled(3);
+    let q = |port, len| {
+        let params = hw::QueryPortParams {
+            port,
+            resp_addr: BUF,
+            resp_len: len,
+        }
+        .encode();
+        hw::AdminCmd {
+            opcode: hw::CMD_QUERY_PORT,
+            cmd_id: port,
+            params,
+        }
+        .encode()
+    };
+    rig.submit_raw(&[q(1, 64), q(0, 32), q(2, 32)]);
+    assert_eq!(rig.completion(0).status, hw::AQ_OK);
+    assert_eq!(rig.completion(0).result, hw::PORT_ATTRS_SIZE as u64);
+    assert_eq!(
+        rig.completion(1).status,
+        hw::AQ_BAD_PARAM,
+        "port 0 does not exist"
+    );
+    assert_eq!(rig.completion(2).status, hw::AQ_BAD_PARAM, "one port only");
+    let mut b = [0u8; hw::PORT_ATTRS_SIZE];
+    rig.mem.read(BUF, &mut b).unwrap();
+    let a = hw::PortAttrs::decode(&b);
+    assert_eq!(
+        (a.state, a.phys_state, a.lid, a.port_guid),
+        (hw::PORT_STATE_ACTIVE, hw::PHYS_STATE_LINK_UP, 1, GUID)
+    );
+    rig.nic.set_link(false, &rig.mem, &rig.irq);
+    rig.submit_raw(&[q(1, 32)]);
+    rig.mem.read(BUF, &mut b).unwrap();
+    assert_eq!(hw::PortAttrs::decode(&b).state, hw::PORT_STATE_DOWN);
+}

@@ -134,7 +134,16 @@ fn random_guest_behaviour_never_breaks_the_engine() {
                     };
                     let mut e = [0u8; hw::AQ_SQE_SIZE];
                     e.iter_mut().for_each(|b| *b = rng.next() as u8);
-                    if rng.below(2) == 0 {
+                    if rng.below(4) == 0 {
+                        e[0] = hw::CMD_QUERY_PORT;
+                        e[1..4].fill(0);
+                        let p = hw::QueryPortParams {
+                            port: rng.below(3) as u32,
+                            resp_addr: MEM_BASE + rng.below(MEM_LEN as u64 + 4096),
+                            resp_len: rng.below(64) as u32,
+                        };
+                        e[8..].copy_from_slice(&p.encode());
+                    } else if rng.below(2) == 0 {
                         e[0] = hw::CMD_QUERY_DEVICE;
                         e[1..4].fill(0);
                         let p = hw::QueryDeviceParams {
@@ -193,6 +202,9 @@ fn decoders_accept_any_bytes() {
         if let Some(cmd) = hw::AdminCmd::decode(&sqe) {
             assert_eq!(cmd.encode(), sqe, "decode/encode must round-trip");
             let _ = hw::QueryDeviceParams::decode(&cmd.params);
+            if let Some(p) = hw::QueryPortParams::decode(&cmd.params) {
+                assert_eq!(p.encode(), cmd.params);
+            }
         }
         let mut small = [0u8; 16];
         small.copy_from_slice(&sqe[..16]);
@@ -201,5 +213,9 @@ fn decoders_accept_any_bytes() {
         let mut attrs = [0u8; hw::DEVICE_ATTRS_SIZE];
         attrs.copy_from_slice(&sqe);
         assert_eq!(hw::DeviceAttrs::decode(&attrs).encode(), attrs);
+        let mut port = [0u8; hw::PORT_ATTRS_SIZE];
+        port.copy_from_slice(&sqe[..hw::PORT_ATTRS_SIZE]);
+        port[28..].fill(0); // reserved
+        assert_eq!(hw::PortAttrs::decode(&port).encode(), port);
     }
 }

@@ -45,6 +45,7 @@ pub(crate) struct OrdmaDevice<'bound> {
     #[pin]
     admin: AdminQueue,
     attrs: hw::DeviceAttrs,
+    port: hw::PortAttrs,
     bar: Bar0<'bound>,
     pdev: &'bound pci::Device<Bound>,
 }
@@ -107,11 +108,17 @@ impl<'bound> OrdmaDevice<'bound> {
                     )
                 },
                 attrs: hw::DeviceAttrs::default(),
+                port: hw::PortAttrs::default(),
                 _: {
                     Self::enable(bound, bar, &admin, event_irq.handler().addr())?;
-                    match Self::query_device(bound, bar, &admin, admin_irq.handler()) {
-                        Ok(a) => {
+                    let queried = Self::query_device(bound, bar, &admin, admin_irq.handler())
+                        .and_then(|a| {
+                            Ok((a, Self::query_port(bound, bar, &admin, admin_irq.handler())?))
+                        });
+                    match queried {
+                        Ok((a, p)) => {
                             *attrs = a;
+                            *port = p;
                             // Events (the first: PORT_ACTIVE) from now on.
                             event_irq.handler().arm();
                         }
@@ -133,6 +140,14 @@ impl<'bound> OrdmaDevice<'bound> {
                         attrs.max_cq,
                         attrs.max_mr,
                         attrs.max_pd
+                    );
+                    dev_info!(
+                        bound,
+                        "port 1: LID {}, state {}, MTU code {}, GUID {:016x}\n",
+                        port.lid,
+                        port.state,
+                        port.active_mtu,
+                        port.port_guid
                     );
                 },
             }))
@@ -206,6 +221,31 @@ impl<'bound> OrdmaDevice<'bound> {
         Ok(hw::DeviceAttrs::decode(&raw))
     }
 
+    /// `CMD_QUERY_PORT` for port 1, through a DMA buffer.
+    fn query_port(
+        pdev: &pci::Device<Bound>,
+        bar: &Bar0<'_>,
+        admin: &AdminQueue,
+        irq: &AdminIrq,
+    ) -> Result<hw::PortAttrs> {
+        let buf: Coherent<[u8; hw::PORT_ATTRS_SIZE]> = Coherent::zeroed(pdev.as_ref(), GFP_KERNEL)?;
+        let params = hw::QueryPortParams {
+            port: 1,
+            resp_addr: buf.dma_address(),
+            resp_len: hw::PORT_ATTRS_SIZE as u32,
+        };
+        let len = admin.execute(pdev.as_ref(), bar, irq, hw::CMD_QUERY_PORT, params.encode())?;
+        if len != hw::PORT_ATTRS_SIZE as u64 {
+            dev_err!(
+                pdev,
+                "QUERY_PORT returned {len} bytes, expected {}\n",
+                hw::PORT_ATTRS_SIZE
+            );
+            return Err(EIO);
+        }
+        Ok(hw::PortAttrs::decode(&buf.copy_read()))
+    }
+
     /// Stops the NIC (reset), so it no longer touches memory we are about to free.
     pub(crate) fn shutdown(&self) {
         if reset(self.pdev, &self.bar).is_ok() {
@@ -217,5 +257,11 @@ impl<'bound> OrdmaDevice<'bound> {
     #[expect(dead_code, reason = "used by the ib_device registration (next issue)")]
     pub(crate) fn attrs(&self) -> &hw::DeviceAttrs {
         &self.attrs
+    }
+
+    /// What the NIC reported about port 1 at probe.
+    #[expect(dead_code, reason = "used by the ib_device registration (next issue)")]
+    pub(crate) fn port(&self) -> &hw::PortAttrs {
+        &self.port
     }
 }
