@@ -25,11 +25,7 @@ if [ -f "$KDIR/.ordma-kernel-complete" ]; then
 fi
 
 TMP=$KDIR.tmp
-if [ -e "$TMP" ]; then
-	log "removing a half-built kernel from an interrupted run: $TMP"
-	rm -rf --one-file-system "$TMP"
-fi
-mkdir -p "$TMP"
+fresh_tmp "$TMP" "a half-built kernel"
 LOG=$ORDMA_CACHE/kernel-build.log
 log "building the test kernel into $KDIR (LLVM=1; about 16 min on 2 cores; log: $LOG)"
 START=$SECONDS

@@ -45,11 +45,7 @@ if ! command -v debootstrap >/dev/null || [ ! -e /usr/share/debootstrap/scripts/
 fi
 
 TMP=$ROOT.tmp
-if [ -e "$TMP" ]; then
-	log "removing a half-made root from an interrupted run: $TMP"
-	rm -rf --one-file-system "$TMP"
-fi
-mkdir -p "$TMP"
+fresh_tmp "$TMP" "a half-made root"
 LOG=$ORDMA_CACHE/root-build.log
 : >"$LOG"
 log "building the build root $ROOT (log: $LOG)"

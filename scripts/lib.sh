@@ -31,6 +31,16 @@ kernel_hash() {
 
 kernel_dir() { echo "$ORDMA_CACHE/kernel-$(kernel_hash)"; }
 
+# fresh_tmp DIR WHAT: make DIR an empty directory, first removing what an interrupted run
+# left there (WHAT names it in the log).
+fresh_tmp() {
+	if [ -e "$1" ]; then
+		log "removing $2 from an interrupted run: $1"
+		rm -rf --one-file-system "$1"
+	fi
+	mkdir -p "$1"
+}
+
 need_root_user() {
 	[ "$(id -u)" = 0 ] || die "this step needs root (debootstrap, chroot and mount namespaces)"
 }

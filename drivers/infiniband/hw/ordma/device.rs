@@ -189,61 +189,77 @@ impl<'bound> OrdmaDevice<'bound> {
         Ok(())
     }
 
-    /// `CMD_QUERY_DEVICE`, through a DMA buffer.
+    /// Runs a query command whose `N`-byte response the NIC writes to a DMA buffer;
+    /// `params` builds the parameters from the buffer's address and length.
+    fn query<const N: usize>(
+        pdev: &pci::Device<Bound>,
+        bar: &Bar0<'_>,
+        admin: &AdminQueue,
+        irq: &AdminIrq,
+        opcode: u8,
+        params: impl FnOnce(u64, u32) -> [u8; hw::AQ_SQE_SIZE - 8],
+    ) -> Result<[u8; N]> {
+        let buf: Coherent<[u8; N]> = Coherent::zeroed(pdev.as_ref(), GFP_KERNEL)?;
+        // CAST: `N` is a response size, a small constant.
+        let params = params(buf.dma_address(), N as u32);
+        let len = admin.execute(pdev.as_ref(), bar, irq, opcode, params)?;
+        if len != N as u64 {
+            dev_err!(
+                pdev,
+                "admin command {opcode:#x} returned {len} bytes, expected {N}\n"
+            );
+            return Err(EIO);
+        }
+        Ok(buf.copy_read())
+    }
+
+    /// `CMD_QUERY_DEVICE`.
     fn query_device(
         pdev: &pci::Device<Bound>,
         bar: &Bar0<'_>,
         admin: &AdminQueue,
         irq: &AdminIrq,
     ) -> Result<hw::DeviceAttrs> {
-        let buf: Coherent<[u8; hw::DEVICE_ATTRS_SIZE]> =
-            Coherent::zeroed(pdev.as_ref(), GFP_KERNEL)?;
-        let params = hw::QueryDeviceParams {
-            resp_addr: buf.dma_address(),
-            resp_len: hw::DEVICE_ATTRS_SIZE as u32,
-        };
-        let len = admin.execute(
-            pdev.as_ref(),
+        let raw = Self::query::<{ hw::DEVICE_ATTRS_SIZE }>(
+            pdev,
             bar,
+            admin,
             irq,
             hw::CMD_QUERY_DEVICE,
-            params.encode(),
+            |resp_addr, resp_len| {
+                hw::QueryDeviceParams {
+                    resp_addr,
+                    resp_len,
+                }
+                .encode()
+            },
         )?;
-        if len != hw::DEVICE_ATTRS_SIZE as u64 {
-            dev_err!(
-                pdev,
-                "QUERY_DEVICE returned {len} bytes, expected {}\n",
-                hw::DEVICE_ATTRS_SIZE
-            );
-            return Err(EIO);
-        }
-        let raw: [u8; hw::DEVICE_ATTRS_SIZE] = buf.copy_read();
         Ok(hw::DeviceAttrs::decode(&raw))
     }
 
-    /// `CMD_QUERY_PORT` for port 1, through a DMA buffer.
+    /// `CMD_QUERY_PORT` for port 1.
     fn query_port(
         pdev: &pci::Device<Bound>,
         bar: &Bar0<'_>,
         admin: &AdminQueue,
         irq: &AdminIrq,
     ) -> Result<hw::PortAttrs> {
-        let buf: Coherent<[u8; hw::PORT_ATTRS_SIZE]> = Coherent::zeroed(pdev.as_ref(), GFP_KERNEL)?;
-        let params = hw::QueryPortParams {
-            port: 1,
-            resp_addr: buf.dma_address(),
-            resp_len: hw::PORT_ATTRS_SIZE as u32,
-        };
-        let len = admin.execute(pdev.as_ref(), bar, irq, hw::CMD_QUERY_PORT, params.encode())?;
-        if len != hw::PORT_ATTRS_SIZE as u64 {
-            dev_err!(
-                pdev,
-                "QUERY_PORT returned {len} bytes, expected {}\n",
-                hw::PORT_ATTRS_SIZE
-            );
-            return Err(EIO);
-        }
-        Ok(hw::PortAttrs::decode(&buf.copy_read()))
+        let raw = Self::query::<{ hw::PORT_ATTRS_SIZE }>(
+            pdev,
+            bar,
+            admin,
+            irq,
+            hw::CMD_QUERY_PORT,
+            |resp_addr, resp_len| {
+                hw::QueryPortParams {
+                    port: 1,
+                    resp_addr,
+                    resp_len,
+                }
+                .encode()
+            },
+        )?;
+        Ok(hw::PortAttrs::decode(&raw))
     }
 
     /// Stops the NIC (reset), so it no longer touches memory we are about to free.
