@@ -16,7 +16,8 @@ use crate::{
     admin::{AdminIrq, AdminQueue, AQ_LOG_DEPTH},
     driver::Bar0,
     event::{EventQueue, EQ_LOG_DEPTH},
-    hw,
+    hw, ib,
+    verbs::OrdmaVerbs,
 };
 
 /// Resets the NIC and waits for `STATUS.READY`.
@@ -37,6 +38,8 @@ fn reset(pdev: &pci::Device<Bound>, bar: &Bar0<'_>) -> Result {
 /// reset in `unbind`, so it no longer uses any of it), then BAR0.
 #[pin_data]
 pub(crate) struct OrdmaDevice<'bound> {
+    /// The `ib_device`, registered last in probe and unregistered first.
+    ib: Option<ib::Registration<'bound, OrdmaVerbs<'bound>>>,
     #[pin]
     event_irq: irq::Registration<'bound, EventQueue<'bound>>,
     #[pin]
@@ -109,6 +112,7 @@ impl<'bound> OrdmaDevice<'bound> {
                 },
                 attrs: hw::DeviceAttrs::default(),
                 port: hw::PortAttrs::default(),
+                ib: None,
                 _: {
                     Self::enable(bound, bar, &admin, event_irq.handler().addr())?;
                     let queried = Self::query_device(bound, bar, &admin, admin_irq.handler())
@@ -149,6 +153,24 @@ impl<'bound> OrdmaDevice<'bound> {
                         port.active_mtu,
                         port.port_guid
                     );
+                    let verbs = OrdmaVerbs {
+                        attrs: *attrs,
+                        port: *port,
+                        // SAFETY: `event_irq` is initialised, pinned, and dropped after `ib`
+                        // (field order), which alone holds this reference.
+                        events: unsafe { &*core::ptr::from_ref(event_irq.handler()) },
+                    };
+                    match ib::Registration::new(dev, attrs.node_guid, verbs) {
+                        Ok(r) => {
+                            dev_info!(bound, "registered {}\n", r.name().to_str().unwrap_or("?"));
+                            *ib = Some(r);
+                        }
+                        Err(e) => {
+                            dev_err!(bound, "ib_device registration failed: {e:?}\n");
+                            let _ = reset(bound, bar);
+                            return Err(e);
+                        }
+                    }
                 },
             }))
         })
@@ -267,17 +289,5 @@ impl<'bound> OrdmaDevice<'bound> {
         if reset(self.pdev, &self.bar).is_ok() {
             dev_dbg!(self.pdev, "NIC stopped\n");
         }
-    }
-
-    /// What the NIC reported at probe.
-    #[expect(dead_code, reason = "used by the ib_device registration (next issue)")]
-    pub(crate) fn attrs(&self) -> &hw::DeviceAttrs {
-        &self.attrs
-    }
-
-    /// What the NIC reported about port 1 at probe.
-    #[expect(dead_code, reason = "used by the ib_device registration (next issue)")]
-    pub(crate) fn port(&self) -> &hw::PortAttrs {
-        &self.port
     }
 }

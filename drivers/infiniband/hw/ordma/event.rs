@@ -63,10 +63,6 @@ impl<'bound> EventQueue<'bound> {
     }
 
     /// Whether port 1 is ACTIVE.
-    #[expect(
-        dead_code,
-        reason = "query_port uses it (ib_device registration, next issue)"
-    )]
     pub(crate) fn port_active(&self) -> bool {
         self.port_active.load(Acquire)
     }

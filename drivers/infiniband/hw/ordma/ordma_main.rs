@@ -10,6 +10,7 @@ mod driver;
 mod event;
 mod hw;
 mod ib;
+mod verbs;
 
 use kernel::prelude::*;
 

@@ -33,7 +33,7 @@ mod generated {
     include!("bindings_generated.rs");
 }
 
-pub(super) use generated::{ib_device, ib_device_ops};
+pub(super) use generated::*;
 
 /// `sizeof(struct ib_device)` as the C compiler sees it.
 pub(super) fn sizeof_ib_device() -> usize {

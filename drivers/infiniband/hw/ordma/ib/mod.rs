@@ -7,6 +7,10 @@
 //! private [`bindings`] module; nothing outside `ib/` may touch them.
 
 mod bindings;
+mod device;
+mod trampolines;
+
+pub(crate) use device::{DeviceAttr, PortAttr, Registration, Verbs};
 
 use kernel::prelude::*;
 
