@@ -39,7 +39,7 @@ step() {
 		tee -a "$SUMMARY" >&2
 	return $rc
 }
-inroot() { "$ORDMA_SRC/scripts/in-root" -- bash -euc "cd /ordma/src; export CARGO_TARGET_DIR=/ordma/cache/target; $1"; }
+inroot() { "$ORDMA_SRC/scripts/in-root" -- bash -euc "cd /ordma/src; $1"; }
 # The module build must be warning-free (rustc, clippy and the C compiler alike).
 no_warnings() { ! grep -E '^(warning|error)(\[|:)|: warning:' "$1"; }
 module_clippy() {

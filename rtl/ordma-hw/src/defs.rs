@@ -182,6 +182,13 @@ fn put(b: &mut [u8], off: usize, v: &[u8]) -> bool {
     }
 }
 
+/// The phase bit of free-running ring slot `index` in a ring of `depth` entries (a power of
+/// two dividing 2^16): 1 on the first pass, flipped on each wrap. Producers write it,
+/// consumers treat an entry as new when its phase is this.
+pub const fn phase(index: u16, depth: u16) -> bool {
+    (index / depth) % 2 == 0
+}
+
 /// An admin SQ entry (64 bytes, little-endian): the header and 56 bytes of parameters.
 ///
 /// Layout: `opcode` u8 @0, reserved u8 @1 and u16 @2 (zero), `cmd_id` u32 @4, `params` @8.

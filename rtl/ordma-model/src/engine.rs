@@ -109,11 +109,6 @@ struct EventQueue {
     dropped: u64,
 }
 
-/// The phase bit of slot `index` (free-running): 1 on the first pass, flipped each wrap.
-fn phase(index: u16, depth: u16) -> bool {
-    (index / depth) % 2 == 0
-}
-
 /// One ordma NIC.
 pub struct Nic {
     config: NicConfig,
@@ -381,7 +376,7 @@ impl Nic {
         }
         let e = hw::Event {
             kind,
-            phase: phase(eq.prod, eq.depth),
+            phase: hw::phase(eq.prod, eq.depth),
             data,
             data2,
         };
@@ -460,7 +455,7 @@ impl Nic {
             let c = hw::AdminCompletion {
                 cmd_id,
                 status,
-                phase: phase(aq.cq_tail, aq.depth),
+                phase: hw::phase(aq.cq_tail, aq.depth),
                 result,
             };
             let caddr = aq.cq_base + u64::from(aq.cq_tail % aq.depth) * hw::AQ_CQE_SIZE as u64;
@@ -474,6 +469,24 @@ impl Nic {
         }
         if completed {
             irq.raise(hw::VECTOR_ADMIN);
+        }
+    }
+
+    /// Writes a query's response, `min(resp_len, bytes.len())` bytes: (status, result).
+    fn respond(
+        mem: &dyn GuestMemory,
+        cmd_id: u32,
+        addr: u64,
+        resp_len: u32,
+        bytes: &[u8],
+    ) -> (u16, u64) {
+        let len = bytes.len().min(resp_len as usize);
+        match mem.write(addr, &bytes[..len]) {
+            Ok(()) => (hw::AQ_OK, len as u64),
+            Err(e) => {
+                warn!(cmd_id, %e, "bad response buffer");
+                (hw::AQ_BAD_ADDRESS, 0)
+            }
         }
     }
 
@@ -491,18 +504,13 @@ impl Nic {
                 if p.resp_len == 0 {
                     return (hw::AQ_BAD_PARAM, 0);
                 }
-                let bytes = self.config.attrs.encode();
-                let len = bytes.len().min(p.resp_len as usize);
-                match mem.write(p.resp_addr, &bytes[..len]) {
-                    Ok(()) => {
-                        debug!(cmd_id = cmd.cmd_id, len, "QUERY_DEVICE");
-                        (hw::AQ_OK, len as u64)
-                    }
-                    Err(e) => {
-                        warn!(cmd_id = cmd.cmd_id, %e, "QUERY_DEVICE: bad response buffer");
-                        (hw::AQ_BAD_ADDRESS, 0)
-                    }
-                }
+                Self::respond(
+                    mem,
+                    cmd.cmd_id,
+                    p.resp_addr,
+                    p.resp_len,
+                    &self.config.attrs.encode(),
+                )
             }
             hw::CMD_QUERY_PORT => {
                 let Some(p) = hw::QueryPortParams::decode(&cmd.params) else {
@@ -511,15 +519,13 @@ impl Nic {
                 if p.resp_len == 0 || p.port == 0 || p.port > self.config.attrs.num_ports {
                     return (hw::AQ_BAD_PARAM, 0);
                 }
-                let bytes = self.port_attrs().encode();
-                let len = bytes.len().min(p.resp_len as usize);
-                match mem.write(p.resp_addr, &bytes[..len]) {
-                    Ok(()) => (hw::AQ_OK, len as u64),
-                    Err(e) => {
-                        warn!(cmd_id = cmd.cmd_id, %e, "QUERY_PORT: bad response buffer");
-                        (hw::AQ_BAD_ADDRESS, 0)
-                    }
-                }
+                Self::respond(
+                    mem,
+                    cmd.cmd_id,
+                    p.resp_addr,
+                    p.resp_len,
+                    &self.port_attrs().encode(),
+                )
             }
             op => {
                 warn!(op, cmd_id = cmd.cmd_id, "unknown admin opcode");

@@ -101,39 +101,35 @@ impl SharedMemory {
     }
 }
 
-impl GuestMemory for SharedMemory {
-    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), DmaError> {
-        let Some((m, off)) = self.find(addr, buf.len()) else {
+impl SharedMemory {
+    /// The address in this process of the mapped range `[addr, addr + len)`.
+    fn host_ptr(&self, addr: u64, len: usize, what: &str) -> Result<*mut u8, DmaError> {
+        let Some((m, off)) = self.find(addr, len) else {
             warn!(
                 addr = format_args!("{addr:#x}"),
-                len = buf.len(),
-                "DMA read outside mapped memory"
+                len, "DMA {what} outside mapped memory"
             );
-            return Err(DmaError {
-                addr,
-                len: buf.len(),
-            });
+            return Err(DmaError { addr, len });
         };
         // SAFETY: `find` checked that `[off, off + len)` lies inside the live mapping (type
-        // invariant). Guest memory may change under us; we copy bytes, never form references.
-        unsafe { std::ptr::copy_nonoverlapping(m.ptr.add(off), buf.as_mut_ptr(), buf.len()) };
+        // invariant), so the offset pointer stays inside it.
+        Ok(unsafe { m.ptr.add(off) })
+    }
+}
+
+impl GuestMemory for SharedMemory {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), DmaError> {
+        let src = self.host_ptr(addr, buf.len(), "read")?;
+        // SAFETY: `src` starts `buf.len()` mapped bytes (`host_ptr`). Guest memory may change
+        // under us; we copy bytes, never form references to it.
+        unsafe { std::ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), buf.len()) };
         Ok(())
     }
 
     fn write(&self, addr: u64, data: &[u8]) -> Result<(), DmaError> {
-        let Some((m, off)) = self.find(addr, data.len()) else {
-            warn!(
-                addr = format_args!("{addr:#x}"),
-                len = data.len(),
-                "DMA write outside mapped memory"
-            );
-            return Err(DmaError {
-                addr,
-                len: data.len(),
-            });
-        };
-        // SAFETY: as in `read`: the range is inside a live, writable shared mapping.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), m.ptr.add(off), data.len()) };
+        let dst = self.host_ptr(addr, data.len(), "write")?;
+        // SAFETY: as in `read`: `dst` starts `data.len()` bytes of a writable shared mapping.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
         Ok(())
     }
 

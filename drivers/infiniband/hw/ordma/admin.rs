@@ -70,11 +70,6 @@ pub(crate) struct AdminQueue {
     state: Mutex<AdminState>,
 }
 
-/// The phase bit of free-running slot `index`: 1 on the first pass, flipped each wrap.
-fn phase(index: u16) -> bool {
-    (index / AQ_DEPTH) % 2 == 0
-}
-
 impl AdminQueue {
     /// Allocates the rings (zeroed: every CQ entry reads as "not yet written").
     pub(crate) fn new(dev: &device::Device<device::Bound>) -> impl PinInit<Self, Error> + '_ {
@@ -134,7 +129,7 @@ impl AdminQueue {
         let c = loop {
             let raw: [u8; hw::AQ_CQE_SIZE] = io_project!(self.cq, [try: cslot]).copy_read();
             let c = hw::AdminCompletion::decode(&raw);
-            if c.phase == phase(head) {
+            if c.phase == hw::phase(head, AQ_DEPTH) {
                 break c;
             }
             match irq.done.wait_interruptible_timeout(&mut guard, remaining) {

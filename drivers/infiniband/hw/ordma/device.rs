@@ -47,8 +47,6 @@ pub(crate) struct OrdmaDevice<'bound> {
     _vectors: pci::IrqVectorRegistration<'bound>,
     #[pin]
     admin: AdminQueue,
-    attrs: hw::DeviceAttrs,
-    port: hw::PortAttrs,
     bar: Bar0<'bound>,
     pdev: &'bound pci::Device<Bound>,
 }
@@ -110,8 +108,6 @@ impl<'bound> OrdmaDevice<'bound> {
                         EventQueue::new(bound, &*core::ptr::from_ref(bar)),
                     )
                 },
-                attrs: hw::DeviceAttrs::default(),
-                port: hw::PortAttrs::default(),
                 ib: None,
                 _: {
                     Self::enable(bound, bar, &admin, event_irq.handler().addr())?;
@@ -119,19 +115,16 @@ impl<'bound> OrdmaDevice<'bound> {
                         .and_then(|a| {
                             Ok((a, Self::query_port(bound, bar, &admin, admin_irq.handler())?))
                         });
-                    match queried {
-                        Ok((a, p)) => {
-                            *attrs = a;
-                            *port = p;
-                            // Events (the first: PORT_ACTIVE) from now on.
-                            event_irq.handler().arm();
-                        }
+                    let (attrs, port) = match queried {
+                        Ok(q) => q,
                         Err(e) => {
                             // Stop the NIC before its queues are freed.
                             let _ = reset(bound, bar);
                             return Err(e);
                         }
-                    }
+                    };
+                    // Events (the first: PORT_ACTIVE) from now on.
+                    event_irq.handler().arm();
                     dev_info!(
                         bound,
                         "ordma NIC {major}.{minor}: node GUID {:016x}, fw {}.{}.{}, {} port(s), max QP {}, CQ {}, MR {}, PD {}\n",
@@ -154,8 +147,8 @@ impl<'bound> OrdmaDevice<'bound> {
                         port.port_guid
                     );
                     let verbs = OrdmaVerbs {
-                        attrs: *attrs,
-                        port: *port,
+                        attrs,
+                        port,
                         // SAFETY: `event_irq` is initialised, pinned, and dropped after `ib`
                         // (field order), which alone holds this reference.
                         events: unsafe { &*core::ptr::from_ref(event_irq.handler()) },

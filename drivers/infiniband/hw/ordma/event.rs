@@ -94,8 +94,7 @@ impl irq::Handler for EventQueue<'_> {
             let slot = usize::from(*cons % EQ_DEPTH);
             // PANIC: `slot < EQ_DEPTH`, the ring's length.
             let e = hw::Event::decode(&io_project!(self.ring, [panic: slot]).copy_read());
-            // Phase 1 on the first pass, flipped on each wrap.
-            if e.phase != ((*cons / EQ_DEPTH) % 2 == 0) {
+            if e.phase != hw::phase(*cons, EQ_DEPTH) {
                 break;
             }
             self.handle_event(&e);
