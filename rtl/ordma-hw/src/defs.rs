@@ -121,6 +121,13 @@ pub const CMD_QUERY_DEVICE: u8 = 0x01;
 /// Admin command: query port `port` into a [`PortAttrs`] buffer.
 pub const CMD_QUERY_PORT: u8 = 0x02;
 
+/// Admin command: allocate a protection domain. No parameters (all zero); the result is
+/// the PD number, below `max_pd`.
+pub const CMD_ALLOC_PD: u8 = 0x03;
+
+/// Admin command: free PD `pdn` ([`PdParams`]).
+pub const CMD_DEALLOC_PD: u8 = 0x04;
+
 /// Admin status: success.
 pub const AQ_OK: u16 = 0;
 /// Admin status: unknown opcode.
@@ -129,6 +136,8 @@ pub const AQ_BAD_OPCODE: u16 = 1;
 pub const AQ_BAD_PARAM: u16 = 2;
 /// Admin status: a buffer address is not in host memory the NIC can reach.
 pub const AQ_BAD_ADDRESS: u16 = 3;
+/// Admin status: every object of the kind asked for is in use (the `max_*` attribute).
+pub const AQ_NO_RESOURCES: u16 = 4;
 
 /// Event type: the port's link went up (`data` = port number).
 pub const EVENT_PORT_ACTIVE: u8 = 1;
@@ -292,6 +301,34 @@ impl QueryPortParams {
             port: get_le32(p, 0)?,
             resp_addr: get_le64(p, 8)?,
             resp_len: get_le32(p, 16)?,
+        })
+    }
+}
+
+/// `CMD_DEALLOC_PD` parameters.
+///
+/// Layout in `params`: `pdn` u32 @0, the rest zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PdParams {
+    /// The PD number `CMD_ALLOC_PD` returned.
+    pub pdn: u32,
+}
+
+impl PdParams {
+    /// Encodes into an admin command's parameters.
+    pub fn encode(&self) -> [u8; AQ_SQE_SIZE - 8] {
+        let mut p = [0u8; AQ_SQE_SIZE - 8];
+        put_le32(&mut p, 0, self.pdn);
+        p
+    }
+
+    /// Decodes; `None` if a reserved byte is not zero.
+    pub fn decode(p: &[u8; AQ_SQE_SIZE - 8]) -> Option<Self> {
+        if p[4..].iter().any(|&x| x != 0) {
+            return None;
+        }
+        Some(Self {
+            pdn: get_le32(p, 0)?,
         })
     }
 }

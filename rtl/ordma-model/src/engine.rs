@@ -123,6 +123,59 @@ pub struct Nic {
     eq: Option<EventQueue>,
     /// Admin commands completed since reset, for logs and tests.
     pub commands_completed: u64,
+    /// Allocated PDs.
+    pds: IdTable,
+}
+
+/// A set of object numbers `0..max`, handed out lowest first.
+#[derive(Debug)]
+struct IdTable {
+    used: Vec<u64>,
+    max: u32,
+}
+
+impl IdTable {
+    fn new(max: u32) -> Self {
+        Self {
+            used: Vec::new(),
+            max,
+        }
+    }
+
+    /// The lowest free number, now taken; `None` if all `max` are in use.
+    fn alloc(&mut self) -> Option<u32> {
+        let word = self.used.iter().position(|w| *w != u64::MAX);
+        let (i, w) = match word {
+            Some(i) => (i, self.used[i]),
+            None => {
+                self.used.push(0);
+                (self.used.len() - 1, 0)
+            }
+        };
+        let bit = (!w).trailing_zeros();
+        let id = u32::try_from(i * 64).ok()?.checked_add(bit)?;
+        if id >= self.max {
+            return None;
+        }
+        self.used[i] |= 1 << bit;
+        Some(id)
+    }
+
+    /// Frees `id`; `false` if it was not allocated.
+    fn free(&mut self, id: u32) -> bool {
+        let (i, bit) = ((id / 64) as usize, id % 64);
+        match self.used.get_mut(i) {
+            Some(w) if *w & (1 << bit) != 0 => {
+                *w &= !(1 << bit);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn in_use(&self) -> u32 {
+        self.used.iter().map(|w| w.count_ones()).sum()
+    }
 }
 
 fn set_lo(reg: &mut u64, v: u32) {
@@ -148,7 +201,13 @@ impl Nic {
             aq: None,
             eq: None,
             commands_completed: 0,
+            pds: IdTable::new(config.attrs.max_pd),
         }
+    }
+
+    /// PDs allocated now, for logs and tests.
+    pub fn pds_in_use(&self) -> u32 {
+        self.pds.in_use()
     }
 
     /// Resets to the power-on state: queues off, registers zero, `STATUS = READY`.
@@ -491,7 +550,7 @@ impl Nic {
     }
 
     /// Runs one admin command: (status, result).
-    fn execute(&self, cmd: &hw::AdminCmd, mem: &dyn GuestMemory) -> (u16, u64) {
+    fn execute(&mut self, cmd: &hw::AdminCmd, mem: &dyn GuestMemory) -> (u16, u64) {
         match cmd.opcode {
             hw::CMD_QUERY_DEVICE if self.config.fault == Some(Fault::QueryDeviceError) => {
                 warn!(cmd_id = cmd.cmd_id, "injected fault: QUERY_DEVICE fails");
@@ -526,6 +585,33 @@ impl Nic {
                     p.resp_len,
                     &self.port_attrs().encode(),
                 )
+            }
+            hw::CMD_ALLOC_PD => {
+                if cmd.params.iter().any(|&x| x != 0) {
+                    return (hw::AQ_BAD_PARAM, 0);
+                }
+                match self.pds.alloc() {
+                    Some(pdn) => {
+                        debug!(pdn, "PD allocated");
+                        (hw::AQ_OK, u64::from(pdn))
+                    }
+                    None => {
+                        warn!(max = self.config.attrs.max_pd, "no free PD");
+                        (hw::AQ_NO_RESOURCES, 0)
+                    }
+                }
+            }
+            hw::CMD_DEALLOC_PD => {
+                let Some(p) = hw::PdParams::decode(&cmd.params) else {
+                    return (hw::AQ_BAD_PARAM, 0);
+                };
+                if self.pds.free(p.pdn) {
+                    debug!(pdn = p.pdn, "PD freed");
+                    (hw::AQ_OK, 0)
+                } else {
+                    warn!(pdn = p.pdn, "DEALLOC_PD of a PD that is not allocated");
+                    (hw::AQ_BAD_PARAM, 0)
+                }
             }
             op => {
                 warn!(op, cmd_id = cmd.cmd_id, "unknown admin opcode");

@@ -25,6 +25,8 @@ Usage: ordma-model --socket PATH [options]
   --inject FAULT    misbehave, to test the driver: bad-version (VERSION says 2.0),
                     reset-stuck (READY never returns after a reset), query-device-error
                     (QUERY_DEVICE fails)
+  --attr NAME=N     report N for a device attribute: max_qp, max_qp_wr, max_cq,
+                    max_cqe, max_mr, max_pd, max_sge, hw_ver (repeatable)
   --ready-fd N      write \"ready\\n\" to file descriptor N once listening, then close it
   -h, --help        this text
 
@@ -41,6 +43,33 @@ struct Args {
     level: tracing::Level,
     ready_fd: Option<i32>,
     fault: Option<ordma_model::engine::Fault>,
+    attrs: Vec<(String, u32)>,
+}
+
+/// Parses `--attr NAME=N`.
+fn parse_attr(v: &str) -> Result<(String, u32), String> {
+    let (name, n) = v
+        .split_once('=')
+        .ok_or_else(|| format!("--attr {v}: want NAME=N"))?;
+    let n = n.parse().map_err(|e| format!("--attr {v}: {e}"))?;
+    Ok((name.to_string(), n))
+}
+
+/// Applies one `--attr` to the attributes the NIC reports.
+fn set_attr(a: &mut ordma_hw::DeviceAttrs, name: &str, n: u32) -> Result<(), String> {
+    let field = match name {
+        "max_qp" => &mut a.max_qp,
+        "max_qp_wr" => &mut a.max_qp_wr,
+        "max_cq" => &mut a.max_cq,
+        "max_cqe" => &mut a.max_cqe,
+        "max_mr" => &mut a.max_mr,
+        "max_pd" => &mut a.max_pd,
+        "max_sge" => &mut a.max_sge,
+        "hw_ver" => &mut a.hw_ver,
+        _ => return Err(format!("--attr: unknown attribute {name}")),
+    };
+    *field = n;
+    Ok(())
 }
 
 fn parse() -> Result<Option<Args>, String> {
@@ -53,6 +82,7 @@ fn parse() -> Result<Option<Args>, String> {
         level: tracing::Level::INFO,
         ready_fd: None,
         fault: None,
+        attrs: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(opt) = it.next() {
@@ -87,6 +117,7 @@ fn parse() -> Result<Option<Args>, String> {
                     .map_err(|_| format!("--log-level {v}: not a level"))?;
             }
             "--inject" => a.fault = Some(val()?.parse()?),
+            "--attr" => a.attrs.push(parse_attr(&val()?)?),
             "--ready-fd" => {
                 let v = val()?;
                 a.ready_fd = Some(v.parse().map_err(|e| format!("--ready-fd {v}: {e}"))?);
@@ -132,6 +163,12 @@ fn main() -> ExitCode {
     // CAST: LIDs are 16-bit; --index is at most a few NICs.
     config.lid = (args.index + 1) as u16;
     config.fault = args.fault;
+    for (name, n) in &args.attrs {
+        if let Err(e) = set_attr(&mut config.attrs, name, *n) {
+            eprintln!("ordma-model: {e} (see --help)");
+            return ExitCode::from(2);
+        }
+    }
     info!(nic = args.index, guid = format_args!("{guid:016x}"), socket = %args.socket.display(), "starting");
 
     let server =

@@ -36,12 +36,16 @@ struct Rig {
 
 impl Rig {
     fn new() -> Self {
+        Self::with_config(NicConfig::with_guid(GUID))
+    }
+
+    fn with_config(config: NicConfig) -> Self {
         let mem = MockMemory::new();
         for base in [SQ, CQ, EQ, BUF] {
             mem.add_region(base, 0x10_0000);
         }
         Self {
-            nic: Nic::new(NicConfig::with_guid(GUID)),
+            nic: Nic::new(config),
             mem,
             irq: Irqs::default(),
             prod: 0,
@@ -66,7 +70,11 @@ impl Rig {
     }
 
     fn enabled(aq_log: u32) -> Self {
-        let mut rig = Self::new();
+        Self::enabled_with(aq_log, NicConfig::with_guid(GUID))
+    }
+
+    fn enabled_with(aq_log: u32, config: NicConfig) -> Self {
+        let mut rig = Self::with_config(config);
         rig.program(aq_log, 4);
         rig.w(hw::REG_CONTROL, hw::CONTROL_ENABLE);
         assert_eq!(rig.r(hw::REG_STATUS), hw::STATUS_READY | hw::STATUS_ENABLED);
@@ -440,4 +448,74 @@ fn query_port_reports_the_link_state() {
     rig.submit_raw(&[q(1, 32)]);
     rig.mem.read(BUF, &mut b).unwrap();
     assert_eq!(hw::PortAttrs::decode(&b).state, hw::PORT_STATE_DOWN);
+}
+
+fn cmd(opcode: u8, id: u32, params: [u8; hw::AQ_SQE_SIZE - 8]) -> [u8; hw::AQ_SQE_SIZE] {
+    hw::AdminCmd {
+        opcode,
+        cmd_id: id,
+        params,
+    }
+    .encode()
+}
+
+#[test]
+fn pds_are_allocated_lowest_first_up_to_max_pd_and_freed_once() {
+    let mut config = NicConfig::with_guid(GUID);
+    config.attrs.max_pd = 3;
+    let mut rig = Rig::enabled_with(4, config);
+    let none = [0u8; hw::AQ_SQE_SIZE - 8];
+    let dealloc = |pdn| hw::PdParams { pdn }.encode();
+
+    // Three PDs fit, the fourth does not.
+    rig.submit_raw(&[
+        cmd(hw::CMD_ALLOC_PD, 1, none),
+        cmd(hw::CMD_ALLOC_PD, 2, none),
+        cmd(hw::CMD_ALLOC_PD, 3, none),
+        cmd(hw::CMD_ALLOC_PD, 4, none),
+    ]);
+    let got: Vec<(u16, u64)> = (0..4)
+        .map(|i| rig.completion(i))
+        .map(|c| (c.status, c.result))
+        .collect();
+    assert_eq!(
+        got,
+        [(hw::AQ_OK, 0), (hw::AQ_OK, 1), (hw::AQ_OK, 2), (hw::AQ_NO_RESOURCES, 0)]
+    );
+    assert_eq!(rig.nic.pds_in_use(), 3);
+
+    // Free PD 1 twice (the second is an error), then the next ALLOC_PD reuses 1; a PD that
+    // never existed and non-zero reserved bytes are errors too.
+    let mut bad = dealloc(2);
+    bad[9] = 1;
+    let mut alloc_bad = none;
+    alloc_bad[0] = 1;
+    rig.submit_raw(&[
+        cmd(hw::CMD_DEALLOC_PD, 5, dealloc(1)),
+        cmd(hw::CMD_DEALLOC_PD, 6, dealloc(1)),
+        cmd(hw::CMD_DEALLOC_PD, 7, dealloc(99)),
+        cmd(hw::CMD_DEALLOC_PD, 8, bad),
+        cmd(hw::CMD_ALLOC_PD, 9, alloc_bad),
+        cmd(hw::CMD_ALLOC_PD, 10, none),
+    ]);
+    let got: Vec<(u32, u16, u64)> = (4..10)
+        .map(|i| rig.completion(i))
+        .map(|c| (c.cmd_id, c.status, c.result))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (5, hw::AQ_OK, 0),
+            (6, hw::AQ_BAD_PARAM, 0),
+            (7, hw::AQ_BAD_PARAM, 0),
+            (8, hw::AQ_BAD_PARAM, 0),
+            (9, hw::AQ_BAD_PARAM, 0),
+            (10, hw::AQ_OK, 1),
+        ]
+    );
+    assert_eq!(rig.nic.pds_in_use(), 3);
+
+    // A reset frees them all.
+    rig.w(hw::REG_CONTROL, hw::CONTROL_RESET);
+    assert_eq!(rig.nic.pds_in_use(), 0);
 }
