@@ -159,7 +159,12 @@ impl ServerBackend for Backend {
                     .bar0_write(offset, data.len(), value, &self.mem, &self.msix);
             }
             VFIO_PCI_BAR2_REGION_INDEX => {
-                debug!(offset, "doorbell write (no queue objects yet)");
+                debug!(
+                    page = offset / 4096,
+                    offset = offset % 4096,
+                    len = data.len(),
+                    "doorbell write (no queue objects yet)"
+                );
             }
             _ => debug!(region, offset, "write to an unused region ignored"),
         }

@@ -480,7 +480,12 @@ fn pds_are_allocated_lowest_first_up_to_max_pd_and_freed_once() {
         .collect();
     assert_eq!(
         got,
-        [(hw::AQ_OK, 0), (hw::AQ_OK, 1), (hw::AQ_OK, 2), (hw::AQ_NO_RESOURCES, 0)]
+        [
+            (hw::AQ_OK, 0),
+            (hw::AQ_OK, 1),
+            (hw::AQ_OK, 2),
+            (hw::AQ_NO_RESOURCES, 0)
+        ]
     );
     assert_eq!(rig.nic.pds_in_use(), 3);
 

@@ -10,13 +10,18 @@ use kernel::{
     new_condvar, new_mutex, new_spinlock_irq,
     prelude::*,
     sync::{CondVar, CondVarTimeoutResult, Mutex, SpinLockIrq},
-    time::msecs_to_jiffies,
+    time::{delay::fsleep, msecs_to_jiffies, Delta, Jiffies},
 };
 
 use crate::hw;
 
 /// How long a command may take. Generous: the model runs under TCG on a busy host.
 const ADMIN_TIMEOUT_MS: u32 = 5000;
+
+/// While a signal is pending, how long each uninterruptible wait for a completion sleeps,
+/// and the jiffies that counts for (at least one: the budget must run out).
+const SIGNALLED_POLL_US: i64 = 1000;
+const SIGNALLED_POLL_JIFFIES: Jiffies = 1;
 
 /// log2 of the admin queue depth.
 pub(crate) const AQ_LOG_DEPTH: u32 = 4;
@@ -94,8 +99,9 @@ impl AdminQueue {
     ///
     /// # Errors
     ///
-    /// `ETIMEDOUT` if the NIC does not answer in time, `EINTR` on a signal, `EIO` if the
-    /// completion does not match the command or reports an error status (logged).
+    /// `ETIMEDOUT` if the NIC does not answer in time, `ENOMEM` if the NIC has no room for
+    /// the object, `EIO` if the completion does not match the command or reports another
+    /// error status (logged). Signals do not interrupt a command.
     pub(crate) fn execute(
         &self,
         dev: &device::Device,
@@ -132,15 +138,28 @@ impl AdminQueue {
             if c.phase == hw::phase(head, AQ_DEPTH) {
                 break c;
             }
-            match irq.done.wait_interruptible_timeout(&mut guard, remaining) {
-                CondVarTimeoutResult::Woken { jiffies } => remaining = jiffies,
-                CondVarTimeoutResult::Timeout => {
-                    dev_err!(dev, "admin command {opcode:#x} (id {cmd_id}) timed out\n");
-                    drop(guard);
-                    st.broken = true;
-                    return Err(ETIMEDOUT);
+            let timed_out = match irq.done.wait_interruptible_timeout(&mut guard, remaining) {
+                CondVarTimeoutResult::Woken { jiffies } => {
+                    remaining = jiffies;
+                    false
                 }
-                CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
+                CondVarTimeoutResult::Timeout => true,
+                // A signal (a process being killed while it frees its PDs) must not
+                // abandon a command the NIC will still complete: the rings would go out of
+                // step. Keep waiting, in uninterruptible sleeps, on the same budget.
+                CondVarTimeoutResult::Signal { jiffies } => {
+                    drop(guard);
+                    fsleep(Delta::from_micros(SIGNALLED_POLL_US));
+                    guard = irq.count.lock();
+                    remaining = jiffies.saturating_sub(SIGNALLED_POLL_JIFFIES);
+                    remaining == 0
+                }
+            };
+            if timed_out {
+                dev_err!(dev, "admin command {opcode:#x} (id {cmd_id}) timed out\n");
+                drop(guard);
+                st.broken = true;
+                return Err(ETIMEDOUT);
             }
         };
         drop(guard);
@@ -153,13 +172,20 @@ impl AdminQueue {
             );
             return Err(EIO);
         }
-        if c.status != hw::AQ_OK {
-            dev_err!(
-                dev,
-                "admin command {opcode:#x} failed with status {}\n",
-                c.status
-            );
-            return Err(EIO);
+        match c.status {
+            hw::AQ_OK => {}
+            // The NIC's table is full: the caller's ENOMEM, not a NIC failure.
+            hw::AQ_NO_RESOURCES => {
+                dev_dbg!(dev, "admin command {opcode:#x}: no resources\n");
+                return Err(ENOMEM);
+            }
+            status => {
+                dev_err!(
+                    dev,
+                    "admin command {opcode:#x} failed with status {status}\n"
+                );
+                return Err(EIO);
+            }
         }
         Ok(c.result)
     }

@@ -7,8 +7,11 @@ use kernel::{
     device::{Bound, Core},
     dma::{Coherent, Device as _, DmaMask},
     io::{poll::read_poll_timeout, Io},
-    irq, pci,
+    irq, new_mutex,
+    page::PAGE_SHIFT,
+    pci,
     prelude::*,
+    sync::{atomic::Atomic, Mutex},
     time::Delta,
 };
 
@@ -33,13 +36,19 @@ fn reset(pdev: &pci::Device<Bound>, bar: &Bar0<'_>) -> Result {
     .inspect_err(|_| dev_err!(pdev, "the NIC did not come out of reset\n"))
 }
 
-/// A bound NIC. Fields drop in declaration order: the interrupts first (the event queue's
-/// ring goes with its handler), then the vectors, then the admin DMA memory (the NIC was
-/// reset in `unbind`, so it no longer uses any of it), then BAR0.
+/// BAR2, the doorbell pages.
+type Bar2<'bound> = pci::Bar<'bound, { hw::BAR2_SIZE }>;
+
+/// A bound NIC. Fields drop in declaration order: the `ib_device` first (`unbind` already
+/// unregistered it), the interrupts (the event queue's ring goes with its handler), then
+/// the vectors, then the admin DMA memory (the NIC was reset in `unbind`, so it no longer
+/// uses any of it), then the BARs.
 #[pin_data]
 pub(crate) struct OrdmaDevice<'bound> {
-    /// The `ib_device`, registered last in probe and unregistered first.
-    ib: Option<ib::Registration<'bound, OrdmaVerbs<'bound>>>,
+    /// The `ib_device`, registered last in probe and unregistered first, in `unbind`,
+    /// while the NIC still runs (disassociated users free their PDs through it).
+    #[pin]
+    ib: Mutex<Option<ib::Registration<'bound, OrdmaVerbs<'bound>>>>,
     #[pin]
     event_irq: irq::Registration<'bound, EventQueue<'bound>>,
     #[pin]
@@ -47,6 +56,8 @@ pub(crate) struct OrdmaDevice<'bound> {
     _vectors: pci::IrqVectorRegistration<'bound>,
     #[pin]
     admin: AdminQueue,
+    /// Mapped for its reservation: user contexts map its pages, the kernel none yet.
+    _db_bar: Bar2<'bound>,
     bar: Bar0<'bound>,
     pdev: &'bound pci::Device<Bound>,
 }
@@ -76,6 +87,8 @@ impl<'bound> OrdmaDevice<'bound> {
                 return Err(ENODEV);
             }
             reset(pdev, &bar)?;
+            let db_bar = pdev.iomap_region_sized::<{ hw::BAR2_SIZE }>(2, c"ordma-db")?;
+            let db_pfn = pdev.resource_start(2)? >> PAGE_SHIFT;
             let dev: &'bound kernel::device::Device<Bound> = pdev.as_ref();
             let vectors = pdev.alloc_irq_vectors(
                 u32::from(hw::NUM_VECTORS),
@@ -84,6 +97,7 @@ impl<'bound> OrdmaDevice<'bound> {
             )?;
             Ok(try_pin_init!(Self {
                 bar,
+                _db_bar: db_bar,
                 pdev: bound,
                 _vectors: vectors,
                 admin <- AdminQueue::new(dev),
@@ -108,7 +122,7 @@ impl<'bound> OrdmaDevice<'bound> {
                         EventQueue::new(bound, &*core::ptr::from_ref(bar)),
                     )
                 },
-                ib: None,
+                ib <- new_mutex!(None, "ordma_ib"),
                 _: {
                     Self::enable(bound, bar, &admin, event_irq.handler().addr())?;
                     let queried = Self::query_device(bound, bar, &admin, admin_irq.handler())
@@ -146,17 +160,27 @@ impl<'bound> OrdmaDevice<'bound> {
                         port.active_mtu,
                         port.port_guid
                     );
+                    // SAFETY (all four): these fields are initialised, pinned, and dropped
+                    // after `ib` (field order), which alone holds the references.
                     let verbs = OrdmaVerbs {
                         attrs,
                         port,
-                        // SAFETY: `event_irq` is initialised, pinned, and dropped after `ib`
-                        // (field order), which alone holds this reference.
+                        // SAFETY: see above.
                         events: unsafe { &*core::ptr::from_ref(event_irq.handler()) },
+                        // SAFETY: see above.
+                        admin: unsafe { &*core::ptr::from_ref(&*admin) },
+                        // SAFETY: see above.
+                        admin_irq: unsafe { &*core::ptr::from_ref(admin_irq.handler()) },
+                        // SAFETY: see above.
+                        bar: unsafe { &*core::ptr::from_ref(bar) },
+                        pdev: bound,
+                        db_pfn,
+                        db_used: Atomic::new(OrdmaVerbs::initial_db_used()),
                     };
                     match ib::Registration::new(dev, attrs.node_guid, verbs) {
                         Ok(r) => {
                             dev_info!(bound, "registered {}\n", r.name().to_str().unwrap_or("?"));
-                            *ib = Some(r);
+                            *ib.lock() = Some(r);
                         }
                         Err(e) => {
                             dev_err!(bound, "ib_device registration failed: {e:?}\n");
@@ -277,8 +301,12 @@ impl<'bound> OrdmaDevice<'bound> {
         Ok(hw::PortAttrs::decode(&raw))
     }
 
-    /// Stops the NIC (reset), so it no longer touches memory we are about to free.
+    /// Unregisters the `ib_device` (disassociating any user context: their PDs are freed
+    /// on the running NIC), then stops the NIC (reset), so it no longer touches memory we
+    /// are about to free.
     pub(crate) fn shutdown(&self) {
+        let registration = self.ib.lock().take();
+        drop(registration);
         if reset(self.pdev, &self.bar).is_ok() {
             dev_dbg!(self.pdev, "NIC stopped\n");
         }

@@ -59,6 +59,15 @@ pub(crate) struct DeviceAttr {
     pub(crate) max_pd: u32,
 }
 
+/// A doorbell page handed to a user context.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DoorbellPage {
+    /// Its index in the doorbell BAR.
+    pub(crate) index: u32,
+    /// Its page frame number (physical address >> `PAGE_SHIFT`).
+    pub(crate) pfn: u64,
+}
+
 /// The verbs a driver implements; ib_core calls them through [`trampolines`].
 pub(crate) trait Verbs: Sync {
     /// Device attributes (`query_device`).
@@ -67,6 +76,15 @@ pub(crate) trait Verbs: Sync {
     fn query_port(&self, port: u32) -> Result<PortAttr>;
     /// The port's GUID, for GID 0 (fe80::/64 + GUID).
     fn port_guid(&self, port: u32) -> u64;
+    /// Takes a free doorbell page for a new user context (`ENOMEM` if none is left).
+    fn alloc_doorbell(&self) -> Result<DoorbellPage>;
+    /// Returns doorbell page `index`; nothing maps it any more.
+    fn free_doorbell(&self, index: u32);
+    /// Allocates a PD on the NIC: its number.
+    fn alloc_pd(&self) -> Result<u32>;
+    /// Frees PD `pdn` on the NIC. Cannot fail from ib_core's view: a NIC that does not
+    /// answer is the driver's to report (it is reset when unbound).
+    fn dealloc_pd(&self, pdn: u32);
 }
 
 /// An `ib_device` followed by the driver's data: ib_core allocates it in one piece

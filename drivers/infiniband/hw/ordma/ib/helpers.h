@@ -10,6 +10,9 @@
 #include <linux/types.h>
 
 struct ib_udata;
+struct ib_ucontext;
+struct rdma_user_mmap_entry;
+struct vm_area_struct;
 
 /* sizeof(struct ib_device) and sizeof(struct ib_device_ops) as this tree's C compiler sees them. */
 extern const size_t ordma_helper_sizeof_ib_device;
@@ -17,5 +20,20 @@ extern const size_t ordma_helper_sizeof_ib_device_ops;
 
 /* ib_is_udata_cleared(), a static inline: true if udata->inbuf[offset, offset+len) is zero. */
 bool ordma_helper_ib_is_udata_cleared(struct ib_udata *udata, size_t offset, size_t len);
+
+/*
+ * Copies the driver's request from udata into req (size bytes, zeroed by the caller).
+ * -EINVAL if the input is shorter than size or has non-zero bytes beyond it (input this
+ * driver does not understand), -EFAULT if it cannot be read.
+ */
+int ordma_helper_udata_in(struct ib_udata *udata, void *req, size_t size);
+
+/* vma->vm_flags tests (the flags are macros). */
+bool ordma_helper_vma_exec(const struct vm_area_struct *vma);
+bool ordma_helper_vma_shared(const struct vm_area_struct *vma);
+
+/* rdma_user_mmap_io() of one uncached I/O page (pgprot_noncached() is a macro). */
+int ordma_helper_mmap_io_noncached(struct ib_ucontext *ucontext, struct vm_area_struct *vma,
+				   unsigned long pfn, struct rdma_user_mmap_entry *entry);
 
 #endif

@@ -9,8 +9,9 @@
 mod bindings;
 mod device;
 mod trampolines;
+mod user;
 
-pub(crate) use device::{DeviceAttr, PortAttr, Registration, Verbs};
+pub(crate) use device::{DeviceAttr, DoorbellPage, PortAttr, Registration, Verbs};
 
 use kernel::prelude::*;
 

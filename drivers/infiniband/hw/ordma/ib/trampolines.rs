@@ -8,11 +8,12 @@
 
 use core::mem::size_of;
 
-use kernel::{ffi, prelude::*, ModuleMetadata};
+use kernel::{ffi, page::PAGE_SHIFT, page::PAGE_SIZE, prelude::*, ModuleMetadata};
 
 use super::{
     bindings as b,
     device::{IbDevice, Verbs},
+    user::{DbEntry, IbPd, IbUcontext, Udata},
 };
 
 /// The driver data behind an `ib_device` ib_core hands us.
@@ -31,6 +32,14 @@ fn errno(e: Error) -> i32 {
     e.to_errno()
 }
 
+/// 0 or the negative errno, as ib_core wants it.
+fn ret(r: Result) -> i32 {
+    match r {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
 /// # Safety
 ///
 /// Only ib_core calls this, through `ops::<T>()`, with the pointers the `ib_device_ops`
@@ -42,13 +51,11 @@ unsafe extern "C" fn query_device<T: Verbs>(
 ) -> i32 {
     // SAFETY: ib_core calls this with a device of ours (see `data`).
     let d = unsafe { data::<T>(ib) };
-    if !udata.is_null() {
-        // SAFETY: a non-null `udata` from ib_core is valid for the call.
-        let inlen = unsafe { (*udata).inlen };
-        // Input we do not understand must be zero (forward compatibility, as efa does).
-        // SAFETY: as above; the helper reads `inlen` bytes of user input.
-        if inlen > 0 && !unsafe { b::ordma_helper_ib_is_udata_cleared(udata.cast(), 0, inlen) } {
-            return EINVAL.to_errno();
+    // SAFETY: ib_core's `udata` is null or valid for the call.
+    if let Some(u) = unsafe { Udata::from_raw(udata) } {
+        // No driver request is defined: input we do not understand must be zero.
+        if let Err(e) = u.expect_empty() {
+            return errno(e);
         }
     }
     let a = match d.query_device() {
@@ -226,21 +233,183 @@ impl<const N: usize> core::fmt::Write for Truncating<N> {
     }
 }
 
-// Verbs that need objects the NIC does not have yet. ib_core requires them to register.
 /// # Safety
 ///
-/// Only ib_core calls this, through `ops::<T>()`, with the pointers the `ib_device_ops`
-/// contract gives: valid for the call, and any `ib_device` one of ours.
-unsafe extern "C" fn alloc_pd(_pd: *mut b::ib_pd, _udata: *mut b::ib_udata) -> i32 {
-    EOPNOTSUPP.to_errno()
-}
-/// # Safety
-///
-/// Only ib_core calls this, through `ops::<T>()`, with the pointers the `ib_device_ops`
-/// contract gives: valid for the call, and any `ib_device` one of ours.
-unsafe extern "C" fn dealloc_pd(_pd: *mut b::ib_pd, _udata: *mut b::ib_udata) -> i32 {
+/// Only ib_core calls this, through `ops::<T>()`: `uctx` is a zeroed allocation of
+/// `size_ib_ucontext` bytes (an `IbUcontext`) on one of our devices, `udata` valid.
+unsafe extern "C" fn alloc_ucontext<T: Verbs>(
+    uctx: *mut b::ib_ucontext,
+    udata: *mut b::ib_udata,
+) -> i32 {
+    // SAFETY: `udata` is null or valid for the call.
+    let Some(udata) = (unsafe { Udata::from_raw(udata) }) else {
+        // Only userspace creates contexts, always with udata.
+        return EINVAL.to_errno();
+    };
+    // SAFETY: `uctx` is valid and on one of our devices (contract).
+    let d = unsafe { data::<T>((*uctx).device) };
+    let cmd: b::ordma_ibv_alloc_ucontext_cmd = match udata.read() {
+        Ok(c) => c,
+        Err(e) => return errno(e),
+    };
+    if cmd.comp_mask != 0 || cmd.reserved_04 != 0 {
+        return EINVAL.to_errno();
+    }
+    let page = match d.alloc_doorbell() {
+        Ok(p) => p,
+        Err(e) => return errno(e),
+    };
+    let entry = KBox::new(
+        DbEntry {
+            rdma: Default::default(),
+            pfn: page.pfn,
+            index: page.index,
+        },
+        GFP_KERNEL,
+    );
+    let entry = match entry {
+        Ok(e) => KBox::into_raw(e),
+        Err(_) => {
+            d.free_doorbell(page.index);
+            return ENOMEM.to_errno();
+        }
+    };
+    // SAFETY: `uctx` is valid; `entry` is a fresh, zero-initialised entry of ours, which
+    // ib_core keeps (and hands to `mmap_free`) once inserted.
+    let r = unsafe { b::rdma_user_mmap_entry_insert(uctx, &mut (*entry).rdma, PAGE_SIZE) };
+    if r != 0 {
+        // SAFETY: not inserted: still only ours, from `KBox::into_raw` above.
+        drop(unsafe { KBox::from_raw(entry) });
+        d.free_doorbell(page.index);
+        return r;
+    }
+    // From here on the entry owns the page: removing it frees both (`mmap_free`).
+    let resp = b::ordma_ibv_alloc_ucontext_resp {
+        comp_mask: 0,
+        db_page_index: page.index,
+        // CAST: `usize` to `u64` is lossless here (64-bit `unsigned long`).
+        // SAFETY: `entry` is live (we hold the context's reference).
+        db_mmap_key: (unsafe { (*entry).rdma.start_pgoff } as u64) << PAGE_SHIFT,
+        db_page_size: b::ORDMA_DB_PAGE_SIZE,
+        reserved_14: 0,
+    };
+    if let Err(e) = udata.respond(&resp) {
+        // SAFETY: the entry is inserted and not yet removed; ib_core frees the context
+        // without `dealloc_ucontext` when this fails, so this is the only removal.
+        unsafe { b::rdma_user_mmap_entry_remove(&mut (*entry).rdma) };
+        return errno(e);
+    }
+    // SAFETY: `uctx` is the `ib` field of an `IbUcontext` (size_ib_ucontext).
+    unsafe { (*uctx.cast::<IbUcontext>()).db = entry };
     0
 }
+
+/// # Safety
+///
+/// Only ib_core calls this, through `ops::<T>()`, with a context `alloc_ucontext` set up,
+/// once, after every object and mapping of it is gone (or zapped, on disassociation).
+unsafe extern "C" fn dealloc_ucontext(uctx: *mut b::ib_ucontext) {
+    // SAFETY: `uctx` is the `ib` field of a live `IbUcontext`.
+    let db = unsafe { (*uctx.cast::<IbUcontext>()).db };
+    if !db.is_null() {
+        // SAFETY: inserted by `alloc_ucontext`, removed only here.
+        unsafe { b::rdma_user_mmap_entry_remove(&mut (*db).rdma) };
+    }
+}
+
+/// # Safety
+///
+/// Only ib_core calls this, through `ops::<T>()`, for a user context of ours and a VMA
+/// being created on its uverbs file.
+unsafe extern "C" fn mmap(uctx: *mut b::ib_ucontext, vma: *mut b::vm_area_struct) -> i32 {
+    // Doorbells are written, never executed; and a private copy of I/O memory is no
+    // mapping of it.
+    // SAFETY: `vma` is valid for the call.
+    if unsafe { b::ordma_helper_vma_exec(vma) } {
+        return EPERM.to_errno();
+    }
+    // SAFETY: as above.
+    if !unsafe { b::ordma_helper_vma_shared(vma) } {
+        return EINVAL.to_errno();
+    }
+    // The key (the offset) must name an entry of this context, and the length be its.
+    // SAFETY: `uctx` and `vma` are valid for the call.
+    let e = unsafe { b::rdma_user_mmap_entry_get(uctx, vma) };
+    if e.is_null() {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: every entry of our contexts is the `rdma` field of a `DbEntry`; `get` took
+    // a reference, so it is live.
+    let pfn = unsafe { (*e.cast::<DbEntry>()).pfn };
+    // CAST: a page frame number of this machine fits `unsigned long`.
+    // SAFETY: `uctx`, `vma` and `e` are valid; the helper maps one uncached page.
+    let r = unsafe { b::ordma_helper_mmap_io_noncached(uctx, vma, pfn as ffi::c_ulong, e) };
+    // SAFETY: drops the reference `get` took (the mapping holds its own).
+    unsafe { b::rdma_user_mmap_entry_put(e) };
+    r
+}
+
+/// # Safety
+///
+/// Only ib_core calls this, through `ops::<T>()`, when the last reference to one of our
+/// entries goes; the entry's context and device are still live.
+unsafe extern "C" fn mmap_free<T: Verbs>(e: *mut b::rdma_user_mmap_entry) {
+    // SAFETY: as in `mmap`: our entries are `DbEntry`s from `KBox::into_raw`, and this is
+    // the last use of this one.
+    let entry = unsafe { KBox::from_raw(e.cast::<DbEntry>()) };
+    // SAFETY: the entry's context, and its device (one of ours), are live (contract).
+    let d = unsafe { data::<T>((*entry.rdma.ucontext).device) };
+    d.free_doorbell(entry.index);
+}
+
+/// # Safety
+///
+/// Only ib_core calls this, through `ops::<T>()`, when the device goes away under a live
+/// context.
+unsafe extern "C" fn disassociate_ucontext(_uctx: *mut b::ib_ucontext) {
+    // Nothing of ours to stop: ib_core zaps the context's mappings itself and then
+    // destroys its objects (PDs) and the context through the usual verbs, while the NIC
+    // still runs. Having this op is what lets unbind and rmmod proceed under live users.
+}
+
+/// # Safety
+///
+/// Only ib_core calls this, through `ops::<T>()`: `pd` is a zeroed allocation of
+/// `size_ib_pd` bytes (an `IbPd`) on one of our devices; `udata` null or valid.
+unsafe extern "C" fn alloc_pd<T: Verbs>(pd: *mut b::ib_pd, udata: *mut b::ib_udata) -> i32 {
+    // SAFETY: `pd` is valid, on one of our devices (contract).
+    let d = unsafe { data::<T>((*pd).device) };
+    // SAFETY: `udata` is null or valid for the call.
+    let udata = unsafe { Udata::from_raw(udata) };
+    ret((|| {
+        if let Some(u) = &udata {
+            u.expect_empty()?;
+        }
+        let pdn = d.alloc_pd()?;
+        if let Some(u) = &udata {
+            let resp = b::ordma_ibv_alloc_pd_resp { comp_mask: 0, pdn };
+            if let Err(e) = u.respond(&resp) {
+                d.dealloc_pd(pdn);
+                return Err(e);
+            }
+        }
+        // SAFETY: `pd` is the `ib` field of an `IbPd` (size_ib_pd).
+        unsafe { (*pd.cast::<IbPd>()).pdn = pdn };
+        Ok(())
+    })())
+}
+
+/// # Safety
+///
+/// Only ib_core calls this, through `ops::<T>()`, once, for a PD `alloc_pd` set up.
+unsafe extern "C" fn dealloc_pd<T: Verbs>(pd: *mut b::ib_pd, _udata: *mut b::ib_udata) -> i32 {
+    // SAFETY: `pd` is the `ib` field of a live `IbPd` on one of our devices.
+    let (d, pdn) = unsafe { (data::<T>((*pd).device), (*pd.cast::<IbPd>()).pdn) };
+    d.dealloc_pd(pdn);
+    0
+}
+
+// Verbs that need objects the NIC does not have yet. ib_core requires them to register.
 /// # Safety
 ///
 /// Only ib_core calls this, through `ops::<T>()`, with the pointers the `ib_device_ops`
@@ -367,17 +536,22 @@ pub(super) fn ops<T: Verbs>() -> b::ib_device_ops {
             .as_ptr()
             .cast(),
         driver_id: b::rdma_driver_id_RDMA_DRIVER_UNKNOWN,
-        uverbs_abi_ver: 1,
-        alloc_pd: Some(alloc_pd),
+        uverbs_abi_ver: b::ORDMA_UVERBS_ABI_VERSION,
+        alloc_pd: Some(alloc_pd::<T>),
+        alloc_ucontext: Some(alloc_ucontext::<T>),
         create_cq: Some(create_cq),
         create_qp: Some(create_qp),
-        dealloc_pd: Some(dealloc_pd),
+        dealloc_pd: Some(dealloc_pd::<T>),
+        dealloc_ucontext: Some(dealloc_ucontext),
         dereg_mr: Some(dereg_mr),
         destroy_cq: Some(destroy_cq),
         destroy_qp: Some(destroy_qp),
+        disassociate_ucontext: Some(disassociate_ucontext),
         get_dev_fw_str: Some(get_dev_fw_str::<T>),
         get_dma_mr: Some(get_dma_mr),
         get_port_immutable: Some(get_port_immutable::<T>),
+        mmap: Some(mmap),
+        mmap_free: Some(mmap_free::<T>),
         modify_qp: Some(modify_qp),
         poll_cq: Some(poll_cq),
         post_recv: Some(post_recv),
@@ -389,8 +563,9 @@ pub(super) fn ops<T: Verbs>() -> b::ib_device_ops {
         reg_user_mr: Some(reg_user_mr),
         req_notify_cq: Some(req_notify_cq),
         size_ib_cq: size_of::<b::ib_cq>(),
-        size_ib_pd: size_of::<b::ib_pd>(),
+        size_ib_pd: size_of::<IbPd>(),
         size_ib_qp: size_of::<b::ib_qp>(),
+        size_ib_ucontext: size_of::<IbUcontext>(),
         ..Default::default()
     }
 }
