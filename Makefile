@@ -2,8 +2,10 @@
 #
 # ordma's entry points. See README.md and Documentation/testing.md.
 #
-#   make              build ordma.ko (against KDIR; default: the cached test kernel) and
-#                     the NIC model (rtl/ordma-model, cargo)
+#   make              build ordma.ko (against KDIR; default: the cached test kernel), the
+#                     NIC model (rtl/ordma-model) and the libibverbs provider
+#                     (userspace-provider, libordma.so, installed in the guest as
+#                     libordma-rdmav34.so)
 #   make run          boot a VM with ordma loaded and show it working
 #   make test         everything: lint, unit tests, module build, VM tests
 #   make fmt          format the kernel crate (kernel's rustfmt config) and the workspace
@@ -16,14 +18,17 @@
 
 ORDMA := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 
-.PHONY: all modules model run test clean fmt
+.PHONY: all modules model provider run test clean fmt
 
 ifneq ($(KDIR),)
 # Direct build against a given tree (also what the wrapper below runs inside the root).
-all: modules model
+all: modules model provider
 
 model:
 	cargo build --release -p ordma-model
+
+provider:
+	cargo build --release -p ordma-provider
 
 modules:
 	$(MAKE) -C $(KDIR) M=$(ORDMA) LLVM=$(or $(LLVM),1) $(if $(CLIPPY),CLIPPY=$(CLIPPY)) modules
@@ -31,7 +36,7 @@ modules:
 clean:
 	$(MAKE) -C $(KDIR) M=$(ORDMA) LLVM=$(or $(LLVM),1) clean
 else
-all modules model:
+all modules model provider:
 	$(ORDMA)/scripts/build-kernel.sh >/dev/null
 	$(ORDMA)/scripts/in-root -- make -C /ordma/src KDIR=/ordma/kernel $(if $(CLIPPY),CLIPPY=$(CLIPPY)) $@
 

@@ -37,6 +37,10 @@ chmod +x "$I/init"
 mknod -m 600 "$I/dev/console" c 5 1
 (cd "$I" && find . | cpio -o -H newc --quiet | gzip -1) >/tmp/initrd.gz
 
+# The provider, as the guest installs it (stage2): a share of its own.
+mkdir -p /tmp/provider
+cp /ordma/cache/target/release/libordma.so /tmp/provider/libordma-rdmav34.so
+
 # The NICs: one model process per NIC, each on its own vfio-user socket. They run in this
 # PID namespace, so they end with it whatever happens.
 MODEL=/ordma/cache/target/release/ordma-model
@@ -75,6 +79,8 @@ QEMU=(qemu-system-x86_64
 	-device virtio-9p-pci,fsdev=fssrc,mount_tag=src
 	-fsdev local,id=fsmods,path="$K/mods",security_model=none,readonly=on
 	-device virtio-9p-pci,fsdev=fsmods,mount_tag=mods
+	-fsdev local,id=fsprov,path=/tmp/provider,security_model=none,readonly=on
+	-device virtio-9p-pci,fsdev=fsprov,mount_tag=provider
 	-fsdev local,id=fsres,path="$R",security_model=none
 	-device virtio-9p-pci,fsdev=fsres,mount_tag=results
 	-netdev user,id=net0 -device virtio-net-pci,netdev=net0,romfile=

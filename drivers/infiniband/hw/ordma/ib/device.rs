@@ -149,6 +149,10 @@ impl<'a, T: Verbs + 'a> Registration<'a, T> {
         }
         // `device::Device` is `#[repr(transparent)]` over `struct device`.
         let dma_device = core::ptr::from_ref(parent).cast::<b::device>().cast_mut();
+        // The PCI function is the parent in sysfs too (`/sys/class/infiniband/ordma0/device`:
+        // libibverbs matches providers on its modalias).
+        // SAFETY: `p` is still exclusively ours (not registered).
+        unsafe { (*p).ib.__bindgen_anon_1.dev.parent = dma_device };
         // SAFETY: the device is allocated and set up; `dma_device` is a bound device that
         // outlives the registration (lifetime `'a`). The name is a NUL-terminated literal.
         let ret =

@@ -1,0 +1,26 @@
+//! Generates the provider's view of libibverbs' public types, the uverbs ABI and ordma's
+//! uapi (`uapi/rdma/ordma-abi.h`) with the bindgen tool, and links libibverbs.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn main() {
+    println!("cargo:rerun-if-changed=wrapper.h");
+    println!("cargo:rerun-if-changed=../uapi/rdma/ordma-abi.h");
+    println!("cargo:rustc-link-lib=ibverbs");
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let bindgen = std::env::var_os("BINDGEN").unwrap_or_else(|| "bindgen".into());
+    let status = Command::new(&bindgen)
+        .args(["wrapper.h", "--use-core", "--with-derive-default", "--no-layout-tests"])
+        .args(["--allowlist-type", "ibv_context|verbs_context|ibv_device|ibv_pd"])
+        .args(["--allowlist-type", "ibv_port_attr|ibv_device_attr_ex|ibv_query_device_ex_input"])
+        .args(["--allowlist-type", "ib_uverbs_(cmd_hdr|get_context|get_context_resp)"])
+        .args(["--allowlist-type", "ib_uverbs_(alloc_pd|alloc_pd_resp|query_port)"])
+        .args(["--allowlist-type", "ib_uverbs_ex_query_device_resp|ordma_ibv_.*"])
+        .args(["--allowlist-var", "ORDMA_.*"])
+        .arg("-o")
+        .arg(out.join("bindings.rs"))
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", bindgen.to_string_lossy()));
+    assert!(status.success(), "bindgen failed on wrapper.h");
+}

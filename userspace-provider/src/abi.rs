@@ -1,0 +1,241 @@
+//! rdma-core's private provider ABI, as of **rdma-core 56.1** (`IBVERBS_PRIVATE_34`).
+//!
+//! libibverbs does not install `infiniband/driver.h` or `kern-abi.h`; every provider is
+//! built inside rdma-core's tree. These are our own `#[repr(C)]` declarations of the parts
+//! ordma uses, written from rdma-core 56.1's `libibverbs/driver.h` and
+//! `libibverbs/kern-abi.h`. rdma-core changes the `IBVERBS_PRIVATE_` number (and so the
+//! `verbs_register_driver_34` symbol and the `-rdmav34.so` file name) whenever these
+//! change, so a mismatch is a load failure, not memory corruption; the tests in this crate
+//! pin the sizes and offsets, and the VM test `verbs-provider` loads the real thing.
+
+use core::ffi::{c_char, c_int, c_void};
+
+use crate::sys;
+
+/// `enum verbs_match_kind`.
+pub const VERBS_MATCH_SENTINEL: u8 = 0;
+/// Match on the PCI vendor and device of the ib_device's parent.
+pub const VERBS_MATCH_PCI: u8 = 1;
+
+/// `RDMA_DRIVER_UNKNOWN` (`enum rdma_driver_id`): ordma has no upstream driver id.
+pub const RDMA_DRIVER_UNKNOWN: u32 = 0;
+
+/// `struct verbs_match_ent`.
+#[repr(C)]
+pub struct VerbsMatchEnt {
+    pub driver_data: *mut c_void,
+    /// `union { const char *modalias; uint64_t driver_id; }`: unused for PCI matches.
+    pub u: u64,
+    pub vendor: u16,
+    pub device: u16,
+    pub kind: u8,
+}
+
+/// `struct verbs_sysfs_dev`: only passed through.
+#[repr(C)]
+pub struct VerbsSysfsDev {
+    _opaque: [u8; 0],
+}
+
+/// `struct list_node` (ccan).
+#[repr(C)]
+pub struct ListNode {
+    pub next: *mut ListNode,
+    pub prev: *mut ListNode,
+}
+
+/// `struct verbs_device`; the provider allocates it (`alloc_device`), libibverbs fills it.
+#[repr(C)]
+pub struct VerbsDevice {
+    pub device: sys::ibv_device,
+    pub ops: *const VerbsDeviceOps,
+    pub refcount: c_int,
+    pub entry: ListNode,
+    pub sysfs: *mut VerbsSysfsDev,
+    pub core_support: u64,
+}
+
+/// `struct verbs_device_ops`.
+#[repr(C)]
+pub struct VerbsDeviceOps {
+    pub name: *const c_char,
+    pub match_min_abi_version: u32,
+    pub match_max_abi_version: u32,
+    pub match_table: *const VerbsMatchEnt,
+    pub static_providers: *const *const VerbsDeviceOps,
+    pub match_device: Option<unsafe extern "C" fn(*mut VerbsSysfsDev) -> bool>,
+    pub alloc_context: Option<
+        unsafe extern "C" fn(*mut sys::ibv_device, c_int, *mut c_void) -> *mut sys::verbs_context,
+    >,
+    pub import_context:
+        Option<unsafe extern "C" fn(*mut sys::ibv_device, c_int) -> *mut sys::verbs_context>,
+    pub alloc_device: Option<unsafe extern "C" fn(*mut VerbsSysfsDev) -> *mut VerbsDevice>,
+    pub uninit_device: Option<unsafe extern "C" fn(*mut VerbsDevice)>,
+}
+
+/// A slot of [`VerbsContextOps`] ordma leaves empty (libibverbs then answers `EOPNOTSUPP`).
+/// Every member of the C struct is a function pointer, so the type of an unused one does
+/// not matter to the layout.
+pub type Unused = Option<unsafe extern "C" fn()>;
+
+/// `struct verbs_context_ops`: its 76 members, in rdma-core 56.1's (alphabetical) order.
+#[repr(C)]
+#[derive(Default)]
+pub struct VerbsContextOps {
+    pub advise_mr: Unused,
+    pub alloc_dm: Unused,
+    pub alloc_mw: Unused,
+    pub alloc_null_mr: Unused,
+    pub alloc_parent_domain: Unused,
+    pub alloc_pd: Option<unsafe extern "C" fn(*mut sys::ibv_context) -> *mut sys::ibv_pd>,
+    pub alloc_td: Unused,
+    pub async_event: Unused,
+    pub attach_counters_point_flow: Unused,
+    pub attach_mcast: Unused,
+    pub bind_mw: Unused,
+    pub close_xrcd: Unused,
+    pub cq_event: Unused,
+    pub create_ah: Unused,
+    pub create_counters: Unused,
+    pub create_cq: Unused,
+    pub create_cq_ex: Unused,
+    pub create_flow: Unused,
+    pub create_flow_action_esp: Unused,
+    pub create_qp: Unused,
+    pub create_qp_ex: Unused,
+    pub create_rwq_ind_table: Unused,
+    pub create_srq: Unused,
+    pub create_srq_ex: Unused,
+    pub create_wq: Unused,
+    pub dealloc_mw: Unused,
+    pub dealloc_pd: Option<unsafe extern "C" fn(*mut sys::ibv_pd) -> c_int>,
+    pub dealloc_td: Unused,
+    pub dereg_mr: Unused,
+    pub destroy_ah: Unused,
+    pub destroy_counters: Unused,
+    pub destroy_cq: Unused,
+    pub destroy_flow: Unused,
+    pub destroy_flow_action: Unused,
+    pub destroy_qp: Unused,
+    pub destroy_rwq_ind_table: Unused,
+    pub destroy_srq: Unused,
+    pub destroy_wq: Unused,
+    pub detach_mcast: Unused,
+    pub free_context: Option<unsafe extern "C" fn(*mut sys::ibv_context)>,
+    pub free_dm: Unused,
+    pub get_srq_num: Unused,
+    pub import_dm: Unused,
+    pub import_mr: Unused,
+    pub import_pd: Unused,
+    pub modify_cq: Unused,
+    pub modify_flow_action_esp: Unused,
+    pub modify_qp: Unused,
+    pub modify_qp_rate_limit: Unused,
+    pub modify_srq: Unused,
+    pub modify_wq: Unused,
+    pub open_qp: Unused,
+    pub open_xrcd: Unused,
+    pub poll_cq: Unused,
+    pub post_recv: Unused,
+    pub post_send: Unused,
+    pub post_srq_ops: Unused,
+    pub post_srq_recv: Unused,
+    pub query_device_ex: Option<
+        unsafe extern "C" fn(
+            *mut sys::ibv_context,
+            *const sys::ibv_query_device_ex_input,
+            *mut sys::ibv_device_attr_ex,
+            usize,
+        ) -> c_int,
+    >,
+    pub query_ece: Unused,
+    pub query_port:
+        Option<unsafe extern "C" fn(*mut sys::ibv_context, u8, *mut sys::ibv_port_attr) -> c_int>,
+    pub query_qp: Unused,
+    pub query_qp_data_in_order: Unused,
+    pub query_rt_values: Unused,
+    pub query_srq: Unused,
+    pub read_counters: Unused,
+    pub reg_dm_mr: Unused,
+    pub reg_dmabuf_mr: Unused,
+    pub reg_mr: Unused,
+    pub req_notify_cq: Unused,
+    pub rereg_mr: Unused,
+    pub resize_cq: Unused,
+    pub set_ece: Unused,
+    pub unimport_dm: Unused,
+    pub unimport_mr: Unused,
+    pub unimport_pd: Unused,
+}
+
+/// kern-abi.h's `struct ibv_get_context`: the uverbs header and the core request.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvGetContext {
+    pub hdr: sys::ib_uverbs_cmd_hdr,
+    pub core: sys::ib_uverbs_get_context,
+}
+
+/// kern-abi.h's `struct ibv_alloc_pd`.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvAllocPd {
+    pub hdr: sys::ib_uverbs_cmd_hdr,
+    pub core: sys::ib_uverbs_alloc_pd,
+}
+
+/// kern-abi.h's `struct ibv_query_port`.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvQueryPort {
+    pub hdr: sys::ib_uverbs_cmd_hdr,
+    pub core: sys::ib_uverbs_query_port,
+}
+
+#[link(name = "ibverbs")]
+extern "C" {
+    /// `verbs_register_driver()` with the private ABI number in its name.
+    pub fn verbs_register_driver_34(ops: *const VerbsDeviceOps);
+    /// `verbs_init_and_alloc_context()`: callocs `alloc_size` bytes with the
+    /// `verbs_context` at `context_offset` (given as a pointer value) initialised.
+    pub fn _verbs_init_and_alloc_context(
+        device: *mut sys::ibv_device,
+        cmd_fd: c_int,
+        alloc_size: usize,
+        context_offset: *mut sys::verbs_context,
+        driver_id: u32,
+    ) -> *mut c_void;
+    pub fn verbs_uninit_context(context: *mut sys::verbs_context);
+    pub fn verbs_set_ops(vctx: *mut sys::verbs_context, ops: *const VerbsContextOps);
+    pub fn ibv_cmd_get_context(
+        context: *mut sys::verbs_context,
+        cmd: *mut IbvGetContext,
+        cmd_size: usize,
+        resp: *mut sys::ib_uverbs_get_context_resp,
+        resp_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_query_device_any(
+        context: *mut sys::ibv_context,
+        input: *const sys::ibv_query_device_ex_input,
+        attr: *mut sys::ibv_device_attr_ex,
+        attr_size: usize,
+        resp: *mut sys::ib_uverbs_ex_query_device_resp,
+        resp_size: *mut usize,
+    ) -> c_int;
+    pub fn ibv_cmd_query_port(
+        context: *mut sys::ibv_context,
+        port_num: u8,
+        port_attr: *mut sys::ibv_port_attr,
+        cmd: *mut IbvQueryPort,
+        cmd_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_alloc_pd(
+        context: *mut sys::ibv_context,
+        pd: *mut sys::ibv_pd,
+        cmd: *mut IbvAllocPd,
+        cmd_size: usize,
+        resp: *mut sys::ib_uverbs_alloc_pd_resp,
+        resp_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_dealloc_pd(pd: *mut sys::ibv_pd) -> c_int;
+}
