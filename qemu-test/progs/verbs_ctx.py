@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""A verbs user of ordma through the real libibverbs and the ordma provider (ctypes, no
+bindings of our own): opens a device, allocates PDs, and reports what the provider
+mapped.
+
+Usage:
+  verbs_ctx.py hold DEV NPDS
+      Opens DEV, allocates NPDS PDs, prints one JSON line (pid, doorbell page, NIC PD
+      numbers, the doorbell mapping from /proc/self/maps), then obeys lines on stdin:
+        free          deallocate the PDs, close the device, print "closed", exit 0
+        after-remove  (the device was removed under us) try one more ALLOC_PD and print
+                      its errno, write to the old doorbell mapping, deallocate the PDs
+                      (printing each errno), close the device, print "closed", exit 0
+  verbs_ctx.py exhaust DEV
+      Allocates PDs until one fails; prints "allocated N errno E".
+"""
+import ctypes
+import json
+import os
+import sys
+
+ibv = ctypes.CDLL("libibverbs.so.1", use_errno=True)
+ibv.ibv_get_device_list.restype = ctypes.POINTER(ctypes.c_void_p)
+ibv.ibv_get_device_list.argtypes = [ctypes.POINTER(ctypes.c_int)]
+ibv.ibv_get_device_name.restype = ctypes.c_char_p
+ibv.ibv_get_device_name.argtypes = [ctypes.c_void_p]
+ibv.ibv_open_device.restype = ctypes.c_void_p
+ibv.ibv_open_device.argtypes = [ctypes.c_void_p]
+ibv.ibv_close_device.argtypes = [ctypes.c_void_p]
+ibv.ibv_alloc_pd.restype = ctypes.c_void_p
+ibv.ibv_alloc_pd.argtypes = [ctypes.c_void_p]
+ibv.ibv_dealloc_pd.argtypes = [ctypes.c_void_p]
+ibv.ibv_free_device_list.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+
+
+def die(msg):
+    print(f"FAIL: {msg}", flush=True)
+    sys.exit(1)
+
+
+def open_device(name):
+    n = ctypes.c_int()
+    devs = ibv.ibv_get_device_list(ctypes.byref(n))
+    if not devs:
+        die(f"ibv_get_device_list: errno {ctypes.get_errno()}")
+    ctx = None
+    for i in range(n.value):
+        if ibv.ibv_get_device_name(devs[i]).decode() == name:
+            ctx = ibv.ibv_open_device(devs[i])
+            if not ctx:
+                die(f"ibv_open_device({name}): errno {ctypes.get_errno()}")
+    ibv.ibv_free_device_list(devs)
+    if ctx is None:
+        die(f"no device {name}")
+    return ctx
+
+
+def provider():
+    # libibverbs loaded it already; this is the same handle.
+    lib = ctypes.CDLL("/usr/lib/x86_64-linux-gnu/libibverbs/libordma-rdmav34.so")
+    lib.ordma_doorbell_page.restype = ctypes.c_uint32
+    lib.ordma_doorbell_page.argtypes = [ctypes.c_void_p]
+    lib.ordma_pd_number.restype = ctypes.c_uint32
+    lib.ordma_pd_number.argtypes = [ctypes.c_void_p]
+    return lib
+
+
+def doorbell_mappings():
+    """(start, end, perms) of this process's mappings of a uverbs file."""
+    out = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and parts[5].startswith("/dev/infiniband/uverbs"):
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                out.append((lo, hi, parts[1]))
+    return out
+
+
+def hold(name, npds):
+    ctx = open_device(name)
+    lib = provider()
+    pds = []
+    for _ in range(npds):
+        pd = ibv.ibv_alloc_pd(ctx)
+        if not pd:
+            die(f"ibv_alloc_pd: errno {ctypes.get_errno()}")
+        pds.append(pd)
+    maps = doorbell_mappings()
+    print(json.dumps({
+        "pid": os.getpid(),
+        "page": lib.ordma_doorbell_page(ctx),
+        "pdns": [lib.ordma_pd_number(pd) for pd in pds],
+        "maps": [[hi - lo, perms] for lo, hi, perms in maps],
+    }), flush=True)
+    cmd = sys.stdin.readline().strip()
+    if cmd == "after-remove":
+        pd = ibv.ibv_alloc_pd(ctx)
+        print(f"alloc_pd errno {0 if pd else ctypes.get_errno()}", flush=True)
+        # The mapping is still valid memory (ib_core swapped in a dummy page): no fault.
+        for lo, _, _ in maps:
+            ctypes.memmove(lo + 0x10, b"\x01\x00\x00\x00", 4)
+        print("doorbell write ok", flush=True)
+        for pd in pds:
+            print(f"dealloc_pd {ibv.ibv_dealloc_pd(pd)}", flush=True)
+    elif cmd == "free":
+        for pd in pds:
+            r = ibv.ibv_dealloc_pd(pd)
+            if r:
+                die(f"ibv_dealloc_pd: {r}")
+    else:
+        die(f"unknown command {cmd!r}")
+    print(f"close {ibv.ibv_close_device(ctx)}", flush=True)
+    print("closed", flush=True)
+
+
+def exhaust(name):
+    ctx = open_device(name)
+    pds = []
+    while True:
+        pd = ibv.ibv_alloc_pd(ctx)
+        if not pd:
+            err = ctypes.get_errno()
+            break
+        pds.append(pd)
+        if len(pds) > 100000:
+            die("no limit")
+    print(f"allocated {len(pds)} errno {err}", flush=True)
+    for pd in pds:
+        ibv.ibv_dealloc_pd(pd)
+    ibv.ibv_close_device(ctx)
+
+
+if sys.argv[1] == "hold":
+    hold(sys.argv[2], int(sys.argv[3]))
+elif sys.argv[1] == "exhaust":
+    exhaust(sys.argv[2])
+else:
+    die(f"usage: {__doc__}")

@@ -1,0 +1,104 @@
+#!/bin/bash
+# VM test: the libibverbs provider end to end, with two NICs. Standard tools see both
+# devices with the attributes the models report (NIC 1's model reports max_qp 77 and
+# max_pd 4, so its output differs from NIC 0's); two processes hold contexts and PDs at
+# once, each with its own doorbell page mapped and disjoint NIC PD numbers; the NIC's PD
+# limit reaches the user as ENOMEM; rmmod under a live context disassociates it
+# (Documentation/uapi.md): rmmod succeeds, the NIC frees the PDs, the process gets EIO and
+# exits cleanly.
+# nics: 2
+# run-args: --nic-args 0 "--log-level debug"
+# run-args: --nic-args 1 "--attr max_qp=77 --attr max_pd=4"
+set -euo pipefail
+fail() { echo "FAIL: $*"; exit 1; }
+P=/ordma/src/qemu-test/progs/verbs_ctx.py
+
+# Tools: ibv_devices, ibv_devinfo -v, rdma link.
+ibv_devices | tee /tmp/devices
+grep -Eq '^[[:space:]]+ordma0[[:space:]]+0200000000000000$' /tmp/devices || fail "ibv_devices does not list ordma0"
+grep -Eq '^[[:space:]]+ordma1[[:space:]]+0200000000000001$' /tmp/devices || fail "ibv_devices does not list ordma1"
+for d in 0 1; do ibv_devinfo -v -d ordma$d >/tmp/devinfo$d || fail "ibv_devinfo -v -d ordma$d"; done
+cat /tmp/devinfo1
+field() { sed -n "s/^[[:space:]]*$2:[[:space:]]*//p" /tmp/devinfo$1 | head -n1; }
+for f in "fw_ver 0.1.0" "vendor_id 0x4f52" "vendor_part_id 1" "max_qp 1024" "max_pd 1024" \
+	"max_cq 1024" "max_mr 4096" "max_qp_wr 4096" "max_cqe 65536" "state PORT_ACTIVE (4)" \
+	"port_lid 1" "link_layer InfiniBand" "active_mtu 4096 (5)"; do
+	[ "$(field 0 "${f%% *}")" = "${f#* }" ] || fail "ordma0 ${f%% *} is '$(field 0 "${f%% *}")', expected '${f#* }'"
+done
+[ "$(field 1 max_qp)" = 77 ] || fail "ordma1 max_qp is '$(field 1 max_qp)', the model reports 77"
+[ "$(field 1 max_pd)" = 4 ] || fail "ordma1 max_pd is '$(field 1 max_pd)', the model reports 4"
+[ "$(field 1 port_lid)" = 2 ] || fail "ordma1 port_lid"
+grep -q 'GID\[  0\]:[[:space:]]*fe80:0000:0000:0000:0200:0000:0000:0001' /tmp/devinfo1 || fail "ordma1 GID 0"
+rdma link show ordma0/1 | grep -q 'state ACTIVE' || fail "ordma0/1 not ACTIVE"
+rdma link show ordma1/1 | grep -q 'state ACTIVE' || fail "ordma1/1 not ACTIVE"
+echo "ok: ibv_devices, ibv_devinfo -v and rdma link show both NICs as the models report them"
+
+# Verbs processes under our control: spawn NAME DEV NPDS starts one (stdin a FIFO),
+# report NAME waits for its JSON line, tell NAME CMD sends it a command and waits for it.
+spawn() {
+	mkfifo "/tmp/$1.in"
+	python3 "$P" hold "$2" "$3" <"/tmp/$1.in" >"/tmp/$1.out" 2>&1 &
+	eval "pid_$1=\$!"
+	exec {fd}>"/tmp/$1.in"
+	eval "in_$1=\$fd"
+}
+report() {
+	local i
+	for ((i = 0; i < 600; i++)); do
+		[ -s "/tmp/$1.out" ] && { head -n1 "/tmp/$1.out"; return; }
+		sleep 0.1
+	done
+	fail "process $1 did not report: $(cat "/tmp/$1.out")"
+}
+tell() {
+	local fd pid
+	eval "fd=\$in_$1 pid=\$pid_$1"
+	echo "$2" >&"$fd"
+	exec {fd}>&-
+	wait "$pid" || fail "process $1 failed: $(cat "/tmp/$1.out")"
+}
+
+# Two processes at once, each with a context and 8 PDs on ordma0.
+spawn A ordma0 8
+spawn B ordma0 8
+a=$(report A)
+b=$(report B)
+echo "A: $a"
+echo "B: $b"
+python3 - "$a" "$b" <<'PY' || fail "the two contexts overlap"
+import json, sys
+a, b = (json.loads(x) for x in sys.argv[1:3])
+assert a["pid"] != b["pid"]
+assert a["page"] != b["page"] and 1 <= a["page"] < 64 and 1 <= b["page"] < 64, "doorbell pages"
+assert len(set(a["pdns"] + b["pdns"])) == 16, "PD numbers are not disjoint"
+for p in (a, b):
+    # One doorbell page mapped, write-only, shared.
+    assert p["maps"] == [[4096, "-w-s"]], f"mappings {p['maps']}"
+PY
+tell A free
+tell B free
+grep -qx closed /tmp/A.out && grep -qx closed /tmp/B.out || fail "a process did not close cleanly"
+echo "ok: two processes held contexts, doorbell pages and PDs at once"
+
+# The NIC's PD limit (max_pd 4 on ordma1) is the user's ENOMEM.
+r=$(python3 "$P" exhaust ordma1)
+[ "$r" = "allocated 4 errno 12" ] || fail "ordma1 PD limit: $r"
+echo "ok: ordma1 gives 4 PDs, then ENOMEM"
+
+# rmmod under a live context: disassociation, not "module in use", not a hang.
+spawn C ordma0 3
+c=$(report C)
+echo "C: $c"
+freed_before=$(grep -c 'PD freed' /ordma/results/nic0.log || true)
+timeout 60 rmmod ordma || fail "rmmod with a live context failed"
+[ ! -e /sys/class/infiniband/ordma0 ] || fail "ordma0 still registered"
+freed_after=$(grep -c 'PD freed' /ordma/results/nic0.log || true)
+[ $((freed_after - freed_before)) = 3 ] ||
+	fail "the NIC freed $((freed_after - freed_before)) PDs at rmmod, expected 3"
+tell C after-remove
+cat /tmp/C.out
+grep -qx 'alloc_pd errno 5' /tmp/C.out || fail "ALLOC_PD after removal is not EIO"
+grep -qx 'doorbell write ok' /tmp/C.out || fail "the zapped doorbell mapping faulted"
+grep -qx closed /tmp/C.out || fail "process C did not close cleanly"
+echo "ok: rmmod disassociated a live context (PDs freed on the NIC, EIO to the process)"
+echo "PASS: verbs-provider"
