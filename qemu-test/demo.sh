@@ -6,9 +6,12 @@ modinfo -F description /ordma/src/drivers/infiniband/hw/ordma/ordma.ko
 echo "== ordma PCI functions (lspci -nn -d 4f52:) and their driver:"
 lspci -nn -d 4f52:
 ls /sys/bus/pci/drivers/ordma | grep : || echo "(none bound)"
-echo "== rdma link (the ib_device registration is issue 4: ordma0 appears then)"
+echo "== rdma link"
 rdma link
-echo "== ibv_devinfo"
+echo "== ibv_devices, ibv_devinfo (through ordma's provider, libordma-rdmav34.so)"
+ibv_devices
 ibv_devinfo || true
+echo "== a verbs process: open ordma0, allocate 2 PDs on the NIC, map its doorbell page"
+echo free | python3 /ordma/src/qemu-test/progs/verbs_ctx.py hold ordma0 2
 echo "== dmesg (ordma, infiniband)"
 dmesg | grep -iE 'ordma|infiniband|rdma' | grep -v 'command line' || echo "(nothing)"

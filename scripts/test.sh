@@ -1,6 +1,6 @@
 #!/bin/bash
 # `make test`: everything, in order: build root, test kernel, lint (rustfmt, clippy for the
-# module and the workspace), unit tests (cargo test), the module and NIC model builds, host
+# module and the workspace), unit tests (cargo test), the module, NIC model and provider builds, host
 # tests of the pipeline, and the VM tests (qemu-test/tests/*.sh, each in a fresh guest).
 #
 # Results: test-results/<time>/ holds one log per step, one results folder per VM run and
@@ -72,6 +72,8 @@ step lint-cargo-clippy inroot 'cargo clippy --workspace --all-targets -- -D warn
 step cargo-test inroot 'cargo test --workspace' || true
 step module-clippy module_clippy || true
 step model-build inroot 'cargo build --release -p ordma-model' || true
+step provider-build inroot 'cargo build --release -p ordma-provider &&
+	test -f /ordma/cache/target/release/libordma.so' || true
 if step module-build module_build; then
 	step host-kconfig-check "$ORDMA_SRC/scripts/tests/kconfig-broken-fragment.sh" || true
 	step host-harness-selftest "$ORDMA_SRC/qemu-test/selftest.sh" "$TR/harness-selftest" || true
