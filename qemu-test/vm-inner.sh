@@ -79,12 +79,14 @@ QEMU=(qemu-system-x86_64
 	-device virtio-9p-pci,fsdev=fssrc,mount_tag=src
 	-fsdev local,id=fsmods,path="$K/mods",security_model=none,readonly=on
 	-device virtio-9p-pci,fsdev=fsmods,mount_tag=mods
-	-fsdev local,id=fsprov,path=/tmp/provider,security_model=none,readonly=on
-	-device virtio-9p-pci,fsdev=fsprov,mount_tag=provider
 	-fsdev local,id=fsres,path="$R",security_model=none
 	-device virtio-9p-pci,fsdev=fsres,mount_tag=results
 	-netdev user,id=net0 -device virtio-net-pci,netdev=net0,romfile=
 	"${NIC_ARGS[@]}"
+	# After the NICs, so their PCI addresses (00:06.0, 00:07.0, ...) stay where tests
+	# expect. JSON like theirs: QEMU creates JSON -devices after all the others.
+	-fsdev local,id=fsprov,path=/tmp/provider,security_model=none,readonly=on
+	-device '{"driver":"virtio-9p-pci","fsdev":"fsprov","mount_tag":"provider"}'
 )
 printf '%q ' "${QEMU[@]}" >"$R/qemu-cmdline.txt"
 log "booting the guest (TCG; timeout ${TIMEOUT}s)"

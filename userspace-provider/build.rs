@@ -11,12 +11,32 @@ fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let bindgen = std::env::var_os("BINDGEN").unwrap_or_else(|| "bindgen".into());
     let status = Command::new(&bindgen)
-        .args(["wrapper.h", "--use-core", "--with-derive-default", "--no-layout-tests"])
-        .args(["--allowlist-type", "ibv_context|verbs_context|ibv_device|ibv_pd"])
-        .args(["--allowlist-type", "ibv_port_attr|ibv_device_attr_ex|ibv_query_device_ex_input"])
-        .args(["--allowlist-type", "ib_uverbs_(cmd_hdr|get_context|get_context_resp)"])
-        .args(["--allowlist-type", "ib_uverbs_(alloc_pd|alloc_pd_resp|query_port)"])
-        .args(["--allowlist-type", "ib_uverbs_ex_query_device_resp|ordma_ibv_.*"])
+        .args([
+            "wrapper.h",
+            "--use-core",
+            "--with-derive-default",
+            "--no-layout-tests",
+        ])
+        .args([
+            "--allowlist-type",
+            "ibv_context|verbs_context|ibv_device|ibv_pd",
+        ])
+        .args([
+            "--allowlist-type",
+            "ibv_port_attr|ibv_device_attr_ex|ibv_query_device_ex_input",
+        ])
+        .args([
+            "--allowlist-type",
+            "ib_uverbs_(cmd_hdr|get_context|get_context_resp)",
+        ])
+        .args([
+            "--allowlist-type",
+            "ib_uverbs_(alloc_pd|alloc_pd_resp|query_port)",
+        ])
+        .args([
+            "--allowlist-type",
+            "ib_uverbs_ex_query_device_resp|ordma_ibv_.*",
+        ])
         .args(["--allowlist-var", "ORDMA_.*"])
         .arg("-o")
         .arg(out.join("bindings.rs"))

@@ -271,7 +271,12 @@ unsafe extern "C" fn free_context(ibctx: *mut sys::ibv_context) {
 
 /// Writes `major.minor.sub` (the kernel's `fw_ver` encoding) into `out`, NUL-terminated.
 fn format_fw(fw: u64, out: &mut [c_char]) {
-    let s = format!("{}.{}.{}", (fw >> 32) & 0xffff, (fw >> 16) & 0xffff, fw & 0xffff);
+    let s = format!(
+        "{}.{}.{}",
+        (fw >> 32) & 0xffff,
+        (fw >> 16) & 0xffff,
+        fw & 0xffff
+    );
     let n = s.len().min(out.len().saturating_sub(1));
     for (o, b) in out.iter_mut().zip(s.bytes().take(n)) {
         // CAST: ASCII digits and dots.
