@@ -33,30 +33,7 @@ rdma link show ordma0/1 | grep -q 'state ACTIVE' || fail "ordma0/1 not ACTIVE"
 rdma link show ordma1/1 | grep -q 'state ACTIVE' || fail "ordma1/1 not ACTIVE"
 echo "ok: ibv_devices, ibv_devinfo -v and rdma link show both NICs as the models report them"
 
-# Verbs processes under our control: spawn NAME DEV NPDS starts one (stdin a FIFO),
-# report NAME waits for its JSON line, tell NAME CMD sends it a command and waits for it.
-spawn() {
-	mkfifo "/tmp/$1.in"
-	python3 "$P" hold "$2" "$3" <"/tmp/$1.in" >"/tmp/$1.out" 2>&1 &
-	eval "pid_$1=\$!"
-	exec {fd}>"/tmp/$1.in"
-	eval "in_$1=\$fd"
-}
-report() {
-	local i
-	for ((i = 0; i < 600; i++)); do
-		[ -s "/tmp/$1.out" ] && { head -n1 "/tmp/$1.out"; return; }
-		sleep 0.1
-	done
-	fail "process $1 did not report: $(cat "/tmp/$1.out")"
-}
-tell() {
-	local fd pid
-	eval "fd=\$in_$1 pid=\$pid_$1"
-	echo "$2" >&"$fd"
-	exec {fd}>&-
-	wait "$pid" || fail "process $1 failed: $(cat "/tmp/$1.out")"
-}
+source /ordma/src/qemu-test/progs/verbs-procs.sh
 
 # Two processes at once, each with a context and 8 PDs on ordma0.
 spawn A ordma0 8

@@ -137,7 +137,11 @@ impl ib::Verbs for OrdmaVerbs<'_> {
 
     fn dealloc_pd(&self, pdn: u32) {
         if let Err(e) = self.admin(hw::CMD_DEALLOC_PD, hw::PdParams { pdn }.encode()) {
-            dev_err!(self.pdev, "DEALLOC_PD {pdn} failed: {e:?}\n");
+            dev_err!(
+                self.pdev,
+                "DEALLOC_PD {pdn} failed (error {})\n",
+                e.to_errno()
+            );
         }
     }
 }

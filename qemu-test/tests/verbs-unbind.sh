@@ -1,0 +1,67 @@
+#!/bin/bash
+# VM test: a NIC goes away under a process that holds a context and PDs on it.
+# 1. sysfs unbind of a working NIC: returns at once (no wait for the process), the NIC
+#    frees the PDs, the process gets EIO and closes cleanly; rebind gives the device back
+#    and a new process can use it.
+# 2. the NIC's model dies, then the NIC is unbound: freeing the PDs cannot reach the NIC;
+#    the driver reports the timeout, gives up on the rest without waiting again, and unbind
+#    completes; the process gets EIO and closes cleanly. No oops either way.
+# nics: 2
+# run-args: --nic-args 0 "--log-level debug"
+set -euo pipefail
+fail() { echo "FAIL: $*"; exit 1; }
+source /ordma/src/qemu-test/progs/verbs-procs.sh
+D=/sys/bus/pci/drivers/ordma
+nic0=0000:00:06.0
+nic1=0000:00:07.0
+[ -e $D/$nic0 ] && [ -e $D/$nic1 ] || fail "both NICs must be bound first"
+ibdev() { ls "/sys/bus/pci/devices/$1/infiniband" 2>/dev/null; }
+dev0=$(ibdev $nic0)
+dev1=$(ibdev $nic1)
+echo "$nic0 is $dev0, $nic1 is $dev1"
+
+# 1. Unbind under a live context.
+spawn A "$dev0" 2
+echo "A: $(report A)"
+freed_before=$(grep -c 'PD freed' /ordma/results/nic0.log || true)
+t0=$(date +%s%N)
+timeout 60 sh -c "echo $nic0 >$D/unbind" || fail "unbind under a live context failed or hung"
+echo "unbind took $((($(date +%s%N) - t0) / 1000000)) ms"
+[ -z "$(ibdev $nic0)" ] || fail "$dev0 still registered after unbind"
+freed_after=$(grep -c 'PD freed' /ordma/results/nic0.log || true)
+[ $((freed_after - freed_before)) = 2 ] ||
+	fail "the NIC freed $((freed_after - freed_before)) PDs at unbind, expected 2"
+tell A after-remove
+grep -qx 'alloc_pd errno 5' /tmp/A.out || fail "A: ALLOC_PD after unbind is not EIO: $(cat /tmp/A.out)"
+grep -qx closed /tmp/A.out || fail "A did not close cleanly"
+echo $nic0 >$D/bind
+dev0=$(ibdev $nic0)
+[ -n "$dev0" ] || fail "no ib_device after rebind"
+spawn A2 "$dev0" 1
+echo "A2 on the rebound $dev0: $(report A2)"
+tell A2 free
+echo "ok: unbind under a live context, then rebind"
+
+# 2. The NIC dies under a live context, then is unbound.
+spawn B "$dev1" 3
+echo "B: $(report B)"
+touch /ordma/results/control/kill-nic1
+for _ in $(seq 100); do
+	[ -e /ordma/results/control/killed-nic1 ] && break
+	sleep 0.1
+done
+[ -e /ordma/results/control/killed-nic1 ] || fail "the harness did not kill NIC model 1"
+t0=$(date +%s%N)
+timeout 120 sh -c "echo $nic1 >$D/unbind" || fail "unbind of a dead NIC under a live context failed or hung"
+echo "unbind of the dead NIC took $((($(date +%s%N) - t0) / 1000000)) ms"
+[ -z "$(ibdev $nic1)" ] || fail "$dev1 still registered"
+dmesg | grep "ordma $nic1" | tail -n 6
+[ "$(dmesg | grep -c "ordma $nic1: admin command 0x4 (id [0-9]*) timed out")" = 1 ] ||
+	fail "expected exactly one DEALLOC_PD timeout (then the queue is known broken)"
+[ "$(dmesg | grep -c "ordma $nic1: DEALLOC_PD [0-9]* failed")" = 3 ] || fail "expected 3 DEALLOC_PD failures reported"
+tell B after-remove
+grep -qx 'alloc_pd errno 5' /tmp/B.out || fail "B: ALLOC_PD after unbind is not EIO: $(cat /tmp/B.out)"
+grep -qx closed /tmp/B.out || fail "B did not close cleanly"
+echo "ok: a dead NIC under a live context unbinds"
+rmmod ordma
+echo "PASS: verbs-unbind"
