@@ -2,7 +2,7 @@
 # What `make run` shows, inside the guest: ordma loaded, the RDMA tools, the kernel's log.
 echo "== kernel $(uname -r); ordma.ko:"
 grep '^ordma ' /proc/modules
-modinfo -F description /ordma/src/drivers/infiniband/hw/ordma/ordma.ko
+modinfo -F description /ordma/payload/ordma.ko
 echo "== ordma PCI functions (lspci -nn -d 4f52:) and their driver:"
 lspci -nn -d 4f52:
 ls /sys/bus/pci/drivers/ordma | grep : || echo "(none bound)"

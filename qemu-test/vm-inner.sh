@@ -5,10 +5,14 @@
 set -euo pipefail
 NICS=1
 TIMEOUT=600
+MODULE=/ordma/src/drivers/infiniband/hw/ordma/ordma.ko
+KMEMLEAK=
 declare -A EXTRA=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--nics) NICS=$2; shift 2 ;;
+	--module) MODULE=$2; shift 2 ;;
+	--kmemleak) KMEMLEAK=1; shift ;;
 	--nic-args) EXTRA[$2]=$3; shift 3 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	*) echo "vm-inner: unknown argument $1" >&2; exit 127 ;;
@@ -37,9 +41,13 @@ chmod +x "$I/init"
 mknod -m 600 "$I/dev/console" c 5 1
 (cd "$I" && find . | cpio -o -H newc --quiet | gzip -1) >/tmp/initrd.gz
 
-# The provider, as the guest installs it (stage2): a share of its own.
-mkdir -p /tmp/provider
-cp /ordma/cache/target/release/libordma.so /tmp/provider/libordma-rdmav34.so
+# What the guest installs (stage2), in a share of its own: ordma.ko for this kernel, the
+# provider, and whether to check for leaks.
+P=/tmp/payload
+mkdir -p $P
+cp "$MODULE" $P/ordma.ko
+cp /ordma/cache/target/release/libordma.so $P/libordma-rdmav34.so
+[ -z "$KMEMLEAK" ] || touch $P/kmemleak
 
 # The NICs: one model process per NIC, each on its own vfio-user socket. They run in this
 # PID namespace, so they end with it whatever happens.
@@ -85,8 +93,8 @@ QEMU=(qemu-system-x86_64
 	"${NIC_ARGS[@]}"
 	# After the NICs, so their PCI addresses (00:06.0, 00:07.0, ...) stay where tests
 	# expect. JSON like theirs: QEMU creates JSON -devices after all the others.
-	-fsdev local,id=fsprov,path=/tmp/provider,security_model=none,readonly=on
-	-device '{"driver":"virtio-9p-pci","fsdev":"fsprov","mount_tag":"provider"}'
+	-fsdev local,id=fspay,path=$P,security_model=none,readonly=on
+	-device '{"driver":"virtio-9p-pci","fsdev":"fspay","mount_tag":"payload"}'
 )
 printf '%q ' "${QEMU[@]}" >"$R/qemu-cmdline.txt"
 log "booting the guest (TCG; timeout ${TIMEOUT}s)"
@@ -144,5 +152,11 @@ if grep -E 'WARNING:|BUG:|Oops|general protection|Call Trace:|Kernel panic|UBSAN
 	[ "$rc" != 0 ] || rc=126
 else
 	rm -f "$R/kernel-splats.txt"
+fi
+# kmemleak (debug kernel): objects still unreferenced after ordma was unloaded.
+if [ -s "$R/kmemleak.txt" ]; then
+	log "KMEMLEAK: unreferenced objects after the run (see kmemleak.txt):"
+	grep -m 5 'unreferenced object\|comm "' "$R/kmemleak.txt" >&2 || true
+	[ "$rc" != 0 ] || rc=126
 fi
 exit "$rc"

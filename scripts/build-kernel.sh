@@ -8,6 +8,7 @@
 # Inside the root the tree is always /ordma/kernel, so its absolute paths stay valid.
 #
 # Usage: scripts/build-kernel.sh     prints the kernel tree's path on stdout
+#        ORDMA_KERNEL=debug scripts/build-kernel.sh   the debug variant (see lib.sh)
 source "$(dirname "$0")/lib.sh"
 need_root_user
 
@@ -17,6 +18,8 @@ if [ -f "$KDIR/.ordma-kernel-complete" ]; then
 	echo "$KDIR"
 	exit 0
 fi
+EXTRA=
+[ -z "${ORDMA_KERNEL:-}" ] || EXTRA=/ordma/src/scripts/$(basename "$(kernel_variant_fragment)")
 exec 8>"$ORDMA_CACHE/kernel.lock"
 flock 8
 if [ -f "$KDIR/.ordma-kernel-complete" ]; then
@@ -26,11 +29,11 @@ fi
 
 TMP=$KDIR.tmp
 fresh_tmp "$TMP" "a half-built kernel"
-LOG=$ORDMA_CACHE/kernel-build.log
-log "building the test kernel into $KDIR (LLVM=1; about 16 min on 2 cores; log: $LOG)"
+LOG=$ORDMA_CACHE/kernel-${ORDMA_KERNEL:+$ORDMA_KERNEL-}build.log
+log "building the ${ORDMA_KERNEL:+$ORDMA_KERNEL }test kernel into $KDIR (LLVM=1; about 13–16 min on 2 cores; log: $LOG)"
 START=$SECONDS
 "$ORDMA_SRC/scripts/in-root" --kernel "$TMP" -- \
-	bash /ordma/src/scripts/kernel-inner.sh >"$LOG" 2>&1 &
+	env ORDMA_FRAGMENT_EXTRA="$EXTRA" bash /ordma/src/scripts/kernel-inner.sh >"$LOG" 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; exit 130' INT TERM
 # Progress: one line a minute while make runs.

@@ -1,6 +1,8 @@
 # Common definitions for ordma's scripts. Source it; do not run it.
 #
 # ORDMA_CACHE   where build roots, kernels and cargo state live (default ~/.cache/ordma)
+# ORDMA_KERNEL  which test kernel: "" (the default) or "debug" (KASAN, lockdep, kmemleak,
+#               UBSAN: scripts/kernel-debug.config on top of scripts/kernel.config)
 # ORDMA_DEBIAN_MIRROR  Debian mirror for debootstrap (default: the host's own apt mirror)
 
 set -euo pipefail
@@ -25,11 +27,26 @@ root_dir() { echo "$ORDMA_CACHE/root-$(root_hash)"; }
 
 # The kernel's hash: the root it is built with (source version), fragment and format.
 kernel_hash() {
-	{ echo "format $ORDMA_KERNEL_FORMAT"; root_hash; cat "$ORDMA_SRC/scripts/kernel.config"; } |
-		sha256sum | cut -c1-16
+	{
+		echo "format $ORDMA_KERNEL_FORMAT"
+		root_hash
+		cat "$ORDMA_SRC/scripts/kernel.config"
+		if [ -n "${ORDMA_KERNEL:-}" ]; then
+			echo "variant $ORDMA_KERNEL"
+			cat "$(kernel_variant_fragment)"
+		fi
+	} | sha256sum | cut -c1-16
 }
 
-kernel_dir() { echo "$ORDMA_CACHE/kernel-$(kernel_hash)"; }
+# The variant's extra fragment (ORDMA_KERNEL=debug: scripts/kernel-debug.config).
+kernel_variant_fragment() {
+	case ${ORDMA_KERNEL:-} in
+	debug) echo "$ORDMA_SRC/scripts/kernel-debug.config" ;;
+	*) die "unknown ORDMA_KERNEL '${ORDMA_KERNEL:-}' (want nothing or debug)" ;;
+	esac
+}
+
+kernel_dir() { echo "$ORDMA_CACHE/kernel-${ORDMA_KERNEL:+$ORDMA_KERNEL-}$(kernel_hash)"; }
 
 # fresh_tmp DIR WHAT: make DIR an empty directory, first removing what an interrupted run
 # left there (WHAT names it in the log).

@@ -2,6 +2,7 @@
 # VM test: 20 unbind/bind cycles of both NICs, each bind a full probe (reset, queues, MSI-X,
 # QUERY_DEVICE), then rmmod. The harness fails the run on any kernel warning.
 # nics: 2
+# debug: yes
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 D=/sys/bus/pci/drivers/ordma

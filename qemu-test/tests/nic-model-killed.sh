@@ -3,6 +3,7 @@
 # The driver reports it (unbind: reset fails; bind: the NIC does not respond) with errors,
 # not an oops; NIC 0 keeps working; rmmod is clean.
 # nics: 2
+# debug: yes
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 D=/sys/bus/pci/drivers/ordma

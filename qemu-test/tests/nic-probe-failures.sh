@@ -8,6 +8,7 @@
 # run-args: --nic-args 0 "--inject bad-version"
 # run-args: --nic-args 1 "--inject reset-stuck"
 # run-args: --nic-args 2 "--inject query-device-error"
+# debug: yes
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 dmesg | grep 'ordma 0000' || true

@@ -5,6 +5,7 @@
 # maps and a write to it reaches the NIC's page; 63 contexts exhaust the doorbell pages.
 # nics: 1
 # run-args: --nic-args 0 "--log-level debug"
+# debug: yes
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 out=$(python3 /ordma/src/qemu-test/progs/uverbs_raw.py ordma0) || { echo "$out"; fail "uverbs_raw.py"; }

@@ -9,6 +9,7 @@
 # nics: 2
 # run-args: --nic-args 0 "--log-level debug"
 # run-args: --nic-args 1 "--attr max_qp=77 --attr max_pd=4"
+# debug: yes
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 P=/ordma/src/qemu-test/progs/verbs_ctx.py

@@ -8,6 +8,7 @@
 #    completes; the process gets EIO and closes cleanly. No oops either way.
 # nics: 2
 # run-args: --nic-args 0 "--log-level debug"
+# debug: yes
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 source /ordma/src/qemu-test/progs/verbs-procs.sh
