@@ -15,17 +15,25 @@ if [ -z "${ORDMA_KERNEL:-}" ]; then
 fi
 kernel_variant_fragment >/dev/null
 W=module-$ORDMA_KERNEL
+# The module's inputs only, never the tree's build products (those are the default kernel's:
+# its generated ib_core bindings would be wrong here, which ib::AbiChecked refuses at load).
+LIST=$ORDMA_CACHE/state/$W.files
+mkdir -p "$ORDMA_CACHE/state"
+(
+	cd "$ORDMA_SRC"
+	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+		git ls-files --cached --others --exclude-standard -- Kbuild drivers rtl/ordma-hw/src uapi
+	else
+		find Kbuild drivers rtl/ordma-hw/src uapi -type f ! -name '*.o' ! -name '*.ko' \
+			! -name '*.mod' ! -name '*.mod.c' ! -name '*.cmd' ! -name '*.rmeta' \
+			! -name '*.d' ! -name modules.order ! -name Module.symvers ! -name 'bindings_generated.rs'
+	fi
+) >"$LIST"
 # Inside the root: /ordma/cache is $ORDMA_CACHE/state; /ordma/kernel the variant's kernel.
+# tar keeps the sources' times, so the build stays incremental.
 "$ORDMA_SRC/scripts/in-root" -- bash -euc "
 	mkdir -p /ordma/cache/$W
-	cd /ordma/cache/$W
-	# The module's inputs, at the same relative paths (hw.rs and the Kbuild reach into rtl/
-	# and uapi/); build products from the last build stay, so the build is incremental.
-	for d in drivers rtl/ordma-hw/src uapi; do
-		mkdir -p \$d
-		cp -a --update /ordma/src/\$d/. \$d/
-	done
-	cp -a /ordma/src/Kbuild .
+	tar -C /ordma/src -cf - -T /ordma/cache/$W.files | tar -C /ordma/cache/$W -xf -
 	make -C /ordma/kernel M=/ordma/cache/$W LLVM=1 modules >&2
 "
 echo "$ORDMA_CACHE/state/$W/drivers/infiniband/hw/ordma/ordma.ko"

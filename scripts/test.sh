@@ -1,7 +1,9 @@
 #!/bin/bash
 # `make test`: everything, in order: build root, test kernel, lint (rustfmt, clippy for the
 # module and the workspace), unit tests (cargo test), the module, NIC model and provider builds, host
-# tests of the pipeline, and the VM tests (qemu-test/tests/*.sh, each in a fresh guest).
+# tests of the pipeline, and the VM tests (qemu-test/tests/*.sh, each in a fresh guest); then
+# the debug kernel (KASAN, lockdep, kmemleak, UBSAN) and the VM tests marked `# debug: yes`
+# again on it.
 #
 # Results: test-results/<time>/ holds one log per step, one results folder per VM run and
 # summary.txt; test-results/latest points at the newest. Exit status 0 only if all passed.
@@ -50,8 +52,8 @@ module_build() {
 	inroot 'make -s KDIR=/ordma/kernel clean && make KDIR=/ordma/kernel modules' | tee "$TR/module-build.out"
 	no_warnings "$TR/module-build.out" && test -f drivers/infiniband/hw/ordma/ordma.ko
 }
-vm_test() { # FILE
-	local f=$1 nics timeout
+vm_test() { # FILE [debug]
+	local f=$1 variant=${2:-} nics timeout
 	nics=$(sed -n 's/^# nics: *\([0-9]*\).*/\1/p' "$f" | head -n1)
 	timeout=$(sed -n 's/^# timeout: *\([0-9]*\).*/\1/p' "$f" | head -n1)
 	# `# run-args:` lines: more qemu-test/run options, one option and its values per line.
@@ -59,8 +61,15 @@ vm_test() { # FILE
 	while IFS= read -r line; do
 		eval "args+=($line)"
 	done < <(sed -n 's/^# run-args: *//p' "$f")
-	ORDMA_NO_BUILD=1 "$ORDMA_SRC/qemu-test/run" --nics "${nics:-1}" --timeout "${timeout:-600}" "${args[@]}" \
-		--results "$TR/vm-$(basename "$f" .sh)" -- bash "/ordma/src/qemu-test/tests/$(basename "$f")"
+	ORDMA_KERNEL=$variant ORDMA_NO_BUILD=1 "$ORDMA_SRC/qemu-test/run" --nics "${nics:-1}" \
+		--timeout "${timeout:-600}" "${args[@]}" \
+		--results "$TR/vm-${variant:+$variant-}$(basename "$f" .sh)" -- \
+		bash "/ordma/src/qemu-test/tests/$(basename "$f")"
+}
+module_build_debug() {
+	ORDMA_KERNEL=debug "$ORDMA_SRC/scripts/build-module.sh" 2>&1 | tee "$TR/module-build-debug.out"
+	no_warnings "$TR/module-build-debug.out" &&
+		test -f "$ORDMA_CACHE/state/module-debug/drivers/infiniband/hw/ordma/ordma.ko"
 }
 
 log "test results: $TR"
@@ -82,6 +91,17 @@ if step module-build module_build; then
 	done
 else
 	log "module build failed: skipping the tests that need ordma.ko"
+fi
+
+# The debug kernel, and the tests that exercise object lifetimes, again on it.
+if step --show build-kernel-debug env ORDMA_KERNEL=debug "$ORDMA_SRC/scripts/build-kernel.sh" &&
+	step module-build-debug module_build_debug; then
+	for f in "$ORDMA_SRC"/qemu-test/tests/*.sh; do
+		grep -qx '# debug: yes' "$f" || continue
+		step "vm-debug-$(basename "$f" .sh)" vm_test "$f" debug || true
+	done
+else
+	log "no debug kernel or module: skipping the debug VM tests"
 fi
 
 printf '%s: %d step(s) failed; %d s in all\n' "$([ $failed = 0 ] && echo PASS || echo FAIL)" \

@@ -2,7 +2,6 @@
 # VM test: ordma.ko loads, carries the ordma PCI alias, unloads cleanly and loads again.
 # (The harness fails the run if the kernel logs any warning; it loaded ordma before us.)
 # nics: 0
-# debug: yes
 set -euo pipefail
 KO=/ordma/payload/ordma.ko # the one stage2 loaded
 grep -q '^ordma ' /proc/modules || { echo "FAIL: ordma is not loaded"; exit 1; }
