@@ -4,11 +4,12 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-fn main() {
+fn main() -> Result<(), String> {
     println!("cargo:rerun-if-changed=wrapper.h");
     println!("cargo:rerun-if-changed=../uapi/rdma/ordma-abi.h");
     println!("cargo:rustc-link-lib=ibverbs");
-    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let out =
+        PathBuf::from(std::env::var_os("OUT_DIR").ok_or("OUT_DIR is not set (run through cargo)")?);
     let bindgen = std::env::var_os("BINDGEN").unwrap_or_else(|| "bindgen".into());
     let status = Command::new(&bindgen)
         .args([
@@ -41,6 +42,9 @@ fn main() {
         .arg("-o")
         .arg(out.join("bindings.rs"))
         .status()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", bindgen.to_string_lossy()));
-    assert!(status.success(), "bindgen failed on wrapper.h");
+        .map_err(|e| format!("cannot run {}: {e}", bindgen.to_string_lossy()))?;
+    if !status.success() {
+        return Err(format!("bindgen failed on wrapper.h ({status})"));
+    }
+    Ok(())
 }

@@ -6,16 +6,12 @@
 # debug: yes
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
+source /ordma/src/qemu-test/progs/nic-control.sh
 D=/sys/bus/pci/drivers/ordma
 nic0=0000:00:06.0
 nic1=0000:00:07.0
 [ -e $D/$nic0 ] && [ -e $D/$nic1 ] || fail "both NICs must be bound first"
-touch /ordma/results/control/kill-nic1
-for _ in $(seq 100); do
-	[ -e /ordma/results/control/killed-nic1 ] && break
-	sleep 0.1
-done
-[ -e /ordma/results/control/killed-nic1 ] || fail "the harness did not kill NIC model 1"
+kill_nic 1
 echo "NIC model 1 killed"
 echo $nic1 >$D/unbind
 dmesg | grep -q "ordma $nic1: the NIC did not come out of reset" || fail "no error message on unbind"

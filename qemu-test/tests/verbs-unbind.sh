@@ -12,6 +12,7 @@
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 source /ordma/src/qemu-test/progs/verbs-procs.sh
+source /ordma/src/qemu-test/progs/nic-control.sh
 D=/sys/bus/pci/drivers/ordma
 nic0=0000:00:06.0
 nic1=0000:00:07.0
@@ -46,12 +47,7 @@ echo "ok: unbind under a live context, then rebind"
 # 2. The NIC dies under a live context, then is unbound.
 spawn B "$dev1" 3
 echo "B: $(report B)"
-touch /ordma/results/control/kill-nic1
-for _ in $(seq 100); do
-	[ -e /ordma/results/control/killed-nic1 ] && break
-	sleep 0.1
-done
-[ -e /ordma/results/control/killed-nic1 ] || fail "the harness did not kill NIC model 1"
+kill_nic 1
 t0=$(date +%s%N)
 timeout 120 sh -c "echo $nic1 >$D/unbind" || fail "unbind of a dead NIC under a live context failed or hung"
 echo "unbind of the dead NIC took $((($(date +%s%N) - t0) / 1000000)) ms"

@@ -33,12 +33,14 @@ pub(crate) struct OrdmaVerbs<'bound> {
     pub(crate) db_used: Atomic<u64>,
 }
 
+// The doorbell bitmap has a bit per page.
+const _: () = assert!(hw::DB_PAGES >= 1 && hw::DB_PAGES <= 64);
+
 impl OrdmaVerbs<'_> {
     /// The doorbell bitmap before any user context: only the kernel's page 0 taken, and
-    /// every page beyond `DB_PAGES`.
+    /// every bit beyond `DB_PAGES`.
     pub(crate) fn initial_db_used() -> u64 {
-        let pages = hw::DB_PAGES.min(64);
-        let beyond = if pages == 64 { 0 } else { u64::MAX << pages };
+        let beyond = u64::MAX.checked_shl(hw::DB_PAGES).unwrap_or(0);
         beyond | 1
     }
 
@@ -110,7 +112,7 @@ impl ib::Verbs for OrdmaVerbs<'_> {
     }
 
     fn free_doorbell(&self, index: u32) {
-        if index == 0 || index >= hw::DB_PAGES.min(64) {
+        if index == 0 || index >= hw::DB_PAGES {
             dev_warn!(
                 self.pdev,
                 "freeing doorbell page {index}, which is not a user's\n"

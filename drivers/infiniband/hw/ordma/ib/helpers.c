@@ -8,10 +8,6 @@
 const size_t ordma_helper_sizeof_ib_device = sizeof(struct ib_device);
 const size_t ordma_helper_sizeof_ib_device_ops = sizeof(struct ib_device_ops);
 
-bool ordma_helper_ib_is_udata_cleared(struct ib_udata *udata, size_t offset, size_t len)
-{
-	return ib_is_udata_cleared(udata, offset, len);
-}
 
 int ordma_helper_udata_in(struct ib_udata *udata, void *req, size_t size)
 {

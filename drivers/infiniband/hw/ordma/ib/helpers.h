@@ -18,13 +18,11 @@ struct vm_area_struct;
 extern const size_t ordma_helper_sizeof_ib_device;
 extern const size_t ordma_helper_sizeof_ib_device_ops;
 
-/* ib_is_udata_cleared(), a static inline: true if udata->inbuf[offset, offset+len) is zero. */
-bool ordma_helper_ib_is_udata_cleared(struct ib_udata *udata, size_t offset, size_t len);
-
 /*
- * Copies the driver's request from udata into req (size bytes, zeroed by the caller).
- * -EINVAL if the input is shorter than size or has non-zero bytes beyond it (input this
- * driver does not understand), -EFAULT if it cannot be read.
+ * Copies the driver's request from udata into req (size bytes, zeroed by the caller;
+ * size 0 and a NULL req check that the input is all zero). -EINVAL if the input is shorter
+ * than size or has non-zero bytes beyond it (input this driver does not understand),
+ * -EFAULT if it cannot be read.
  */
 int ordma_helper_udata_in(struct ib_udata *udata, void *req, size_t size);
 

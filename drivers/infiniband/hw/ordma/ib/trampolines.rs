@@ -248,60 +248,53 @@ unsafe extern "C" fn alloc_ucontext<T: Verbs>(
     };
     // SAFETY: `uctx` is valid and on one of our devices (contract).
     let d = unsafe { data::<T>((*uctx).device) };
-    let cmd: b::ordma_ibv_alloc_ucontext_cmd = match udata.read() {
-        Ok(c) => c,
-        Err(e) => return errno(e),
-    };
-    if cmd.comp_mask != 0 || cmd.reserved_04 != 0 {
-        return EINVAL.to_errno();
-    }
-    let page = match d.alloc_doorbell() {
-        Ok(p) => p,
-        Err(e) => return errno(e),
-    };
-    let entry = KBox::new(
-        DbEntry {
+    ret((|| {
+        let cmd: b::ordma_ibv_alloc_ucontext_cmd = udata.read()?;
+        if cmd.comp_mask != 0 || cmd.reserved_04 != 0 {
+            return Err(EINVAL);
+        }
+        let page = d.alloc_doorbell()?;
+        let entry = DbEntry {
             rdma: Default::default(),
             pfn: page.pfn,
             index: page.index,
-        },
-        GFP_KERNEL,
-    );
-    let entry = match entry {
-        Ok(e) => KBox::into_raw(e),
-        Err(_) => {
+        };
+        let entry = match KBox::new(entry, GFP_KERNEL) {
+            Ok(e) => KBox::into_raw(e),
+            Err(_) => {
+                d.free_doorbell(page.index);
+                return Err(ENOMEM);
+            }
+        };
+        // SAFETY: `uctx` is valid; `entry` is a fresh, zero-initialised entry of ours,
+        // which ib_core keeps (and hands to `mmap_free`) once inserted.
+        let r = unsafe { b::rdma_user_mmap_entry_insert(uctx, &mut (*entry).rdma, PAGE_SIZE) };
+        if r != 0 {
+            // SAFETY: not inserted: still only ours, from `KBox::into_raw` above.
+            drop(unsafe { KBox::from_raw(entry) });
             d.free_doorbell(page.index);
-            return ENOMEM.to_errno();
+            return Err(Error::from_errno(r));
         }
-    };
-    // SAFETY: `uctx` is valid; `entry` is a fresh, zero-initialised entry of ours, which
-    // ib_core keeps (and hands to `mmap_free`) once inserted.
-    let r = unsafe { b::rdma_user_mmap_entry_insert(uctx, &mut (*entry).rdma, PAGE_SIZE) };
-    if r != 0 {
-        // SAFETY: not inserted: still only ours, from `KBox::into_raw` above.
-        drop(unsafe { KBox::from_raw(entry) });
-        d.free_doorbell(page.index);
-        return r;
-    }
-    // From here on the entry owns the page: removing it frees both (`mmap_free`).
-    let resp = b::ordma_ibv_alloc_ucontext_resp {
-        comp_mask: 0,
-        db_page_index: page.index,
-        // CAST: `usize` to `u64` is lossless here (64-bit `unsigned long`).
-        // SAFETY: `entry` is live (we hold the context's reference).
-        db_mmap_key: (unsafe { (*entry).rdma.start_pgoff } as u64) << PAGE_SHIFT,
-        db_page_size: b::ORDMA_DB_PAGE_SIZE,
-        reserved_14: 0,
-    };
-    if let Err(e) = udata.respond(&resp) {
-        // SAFETY: the entry is inserted and not yet removed; ib_core frees the context
-        // without `dealloc_ucontext` when this fails, so this is the only removal.
-        unsafe { b::rdma_user_mmap_entry_remove(&mut (*entry).rdma) };
-        return errno(e);
-    }
-    // SAFETY: `uctx` is the `ib` field of an `IbUcontext` (size_ib_ucontext).
-    unsafe { (*uctx.cast::<IbUcontext>()).db = entry };
-    0
+        // From here on the entry owns the page: removing it frees both (`mmap_free`).
+        let resp = b::ordma_ibv_alloc_ucontext_resp {
+            comp_mask: 0,
+            db_page_index: page.index,
+            // CAST: `usize` to `u64` is lossless here (64-bit `unsigned long`).
+            // SAFETY: `entry` is live (we hold the context's reference).
+            db_mmap_key: (unsafe { (*entry).rdma.start_pgoff } as u64) << PAGE_SHIFT,
+            db_page_size: b::ORDMA_DB_PAGE_SIZE,
+            reserved_14: 0,
+        };
+        if let Err(e) = udata.respond(&resp) {
+            // SAFETY: the entry is inserted and not yet removed; ib_core frees the context
+            // without `dealloc_ucontext` when this fails, so this is the only removal.
+            unsafe { b::rdma_user_mmap_entry_remove(&mut (*entry).rdma) };
+            return Err(e);
+        }
+        // SAFETY: `uctx` is the `ib` field of an `IbUcontext` (size_ib_ucontext).
+        unsafe { (*uctx.cast::<IbUcontext>()).db = entry };
+        Ok(())
+    })())
 }
 
 /// # Safety

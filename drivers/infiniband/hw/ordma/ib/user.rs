@@ -104,12 +104,11 @@ impl Udata<'_> {
     ///
     /// `EINVAL` otherwise.
     pub(super) fn expect_empty(&self) -> Result {
-        // SAFETY: `raw` is valid (invariant).
-        let inlen = unsafe { self.raw.as_ref() }.inlen;
-        // SAFETY: as above; the helper reads `inlen` bytes of the user's input.
-        if inlen > 0 && !unsafe { b::ordma_helper_ib_is_udata_cleared(self.raw.as_ptr(), 0, inlen) }
-        {
-            return Err(EINVAL);
+        // SAFETY: `raw` is valid (invariant); with size 0 the helper writes nothing and
+        // only checks that every input byte is zero.
+        let ret = unsafe { b::ordma_helper_udata_in(self.raw.as_ptr(), core::ptr::null_mut(), 0) };
+        if ret != 0 {
+            return Err(Error::from_errno(ret));
         }
         Ok(())
     }
