@@ -3,7 +3,7 @@
 #
 # The default kernel's module is built in the tree (`make modules`: what `make KDIR=...`
 # gives). A variant's (ORDMA_KERNEL=debug) is built from a copy of the module's sources in
-# $ORDMA_CACHE/state/module-<variant>, so the two builds never overwrite each other.
+# $ORDMA_STATE/module-<variant>, so the two builds never overwrite each other.
 source "$(dirname "$0")/lib.sh"
 need_root_user
 
@@ -17,8 +17,8 @@ kernel_variant_fragment >/dev/null
 W=module-$ORDMA_KERNEL
 # The module's inputs only, never the tree's build products (those are the default kernel's:
 # its generated ib_core bindings would be wrong here, which ib::AbiChecked refuses at load).
-LIST=$ORDMA_CACHE/state/$W.files
-mkdir -p "$ORDMA_CACHE/state"
+LIST=$ORDMA_STATE/$W.files
+mkdir -p "$ORDMA_STATE"
 (
 	cd "$ORDMA_SRC"
 	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
@@ -29,11 +29,11 @@ mkdir -p "$ORDMA_CACHE/state"
 			! -name '*.d' ! -name modules.order ! -name Module.symvers ! -name 'bindings_generated.rs'
 	fi
 ) >"$LIST"
-# Inside the root: /ordma/cache is $ORDMA_CACHE/state; /ordma/kernel the variant's kernel.
+# Inside the root: /ordma/cache is $ORDMA_STATE; /ordma/kernel the variant's kernel.
 # tar keeps the sources' times, so the build stays incremental.
 "$ORDMA_SRC/scripts/in-root" -- bash -euc "
 	mkdir -p /ordma/cache/$W
 	tar -C /ordma/src -cf - -T /ordma/cache/$W.files | tar -C /ordma/cache/$W -xf -
 	make -C /ordma/kernel M=/ordma/cache/$W LLVM=1 modules >&2
 "
-echo "$ORDMA_CACHE/state/$W/drivers/infiniband/hw/ordma/ordma.ko"
+echo "$ORDMA_STATE/$W/drivers/infiniband/hw/ordma/ordma.ko"

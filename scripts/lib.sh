@@ -4,11 +4,15 @@
 # ORDMA_KERNEL  which test kernel: "" (the default) or "debug" (KASAN, lockdep, kmemleak,
 #               UBSAN: scripts/kernel-debug.config on top of scripts/kernel.config)
 # ORDMA_DEBIAN_MIRROR  Debian mirror for debootstrap (default: the host's own apt mirror)
+# ORDMA_STATE   cargo home, target dir and debug-module build (default $ORDMA_CACHE/state);
+#               a second work tree sets its own to share the root and kernels without
+#               sharing build products
 
 set -euo pipefail
 
 ORDMA_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ORDMA_CACHE=${ORDMA_CACHE:-${HOME:-/root}/.cache/ordma}
+ORDMA_STATE=${ORDMA_STATE:-$ORDMA_CACHE/state}
 # Bump when the way a root is made changes (not its package list).
 ORDMA_ROOT_FORMAT=1
 # Bump when the way a kernel is built changes (not its fragment).

@@ -69,7 +69,7 @@ vm_test() { # FILE [debug]
 module_build_debug() {
 	ORDMA_KERNEL=debug "$ORDMA_SRC/scripts/build-module.sh" 2>&1 | tee "$TR/module-build-debug.out"
 	no_warnings "$TR/module-build-debug.out" &&
-		test -f "$ORDMA_CACHE/state/module-debug/drivers/infiniband/hw/ordma/ordma.ko"
+		test -f "$ORDMA_STATE/module-debug/drivers/infiniband/hw/ordma/ordma.ko"
 }
 
 log "test results: $TR"
