@@ -5,12 +5,13 @@ interface, with sizes and contents libibverbs would never send.
 Usage: uverbs_raw.py IBDEV   (e.g. ordma0)
 
 Checks, each with the exact errno Documentation/uapi.md promises:
-  GET_CONTEXT  no/short driver request, unknown comp_mask, non-zero reserved or trailing
-               bytes -> EINVAL; a good request -> the documented response; a short response
+  GET_CONTEXT  no or short driver request (below ABI version 1's 8 bytes) -> EINVAL;
+               unknown comp_mask bits, non-zero reserved or trailing bytes (input of a
+               newer provider) -> EOPNOTSUPP; a good request -> the documented response; a short response
                buffer is truncated (nothing written past it), a long one zero-filled
   mmap         the context's key maps one page shared and writable; a wrong key, a wrong
                length or a private mapping -> EINVAL, PROT_EXEC -> EPERM
-  ALLOC_PD     non-zero driver input -> EINVAL; PDs get distinct NIC numbers; DEALLOC_PD
+  ALLOC_PD     non-zero driver input -> EOPNOTSUPP; PDs get distinct NIC numbers; DEALLOC_PD
                frees them (a freed handle is ENOENT, ib_core's answer)
   doorbells    63 user pages: the 64th context gets ENOMEM; closing one frees its page
 Prints one line per check; exits non-zero on the first failure.
@@ -88,16 +89,16 @@ def main():
     good = struct.pack("<II", 0, 0)
 
     # Malformed requests: each on a fresh file (a file holds at most one context).
-    for what, drv in [
-        ("GET_CONTEXT without driver data", b""),
-        ("GET_CONTEXT with 4 of 8 driver bytes", b"\0" * 4),
-        ("GET_CONTEXT with comp_mask 1", struct.pack("<II", 1, 0)),
-        ("GET_CONTEXT with reserved_04 set", struct.pack("<II", 0, 0x100)),
-        ("GET_CONTEXT with non-zero bytes past the struct", good + struct.pack("<Q", 1)),
+    for what, drv, want in [
+        ("GET_CONTEXT without driver data", b"", errno.EINVAL),
+        ("GET_CONTEXT with 4 of 8 driver bytes", b"\0" * 4, errno.EINVAL),
+        ("GET_CONTEXT with comp_mask 1", struct.pack("<II", 1, 0), errno.EOPNOTSUPP),
+        ("GET_CONTEXT with reserved_04 set", struct.pack("<II", 0, 0x100), errno.EOPNOTSUPP),
+        ("GET_CONTEXT with non-zero bytes past the struct", good + struct.pack("<Q", 1), errno.EOPNOTSUPP),
     ]:
         fd = os.open(dev, os.O_RDWR)
         e, _ = get_context(fd, drv)
-        expect_errno(what, e, errno.EINVAL)
+        expect_errno(what, e, want)
         os.close(fd)
 
     # Zero bytes past the struct are fine (a newer provider, an older kernel).
@@ -139,7 +140,7 @@ def main():
 
     # ALLOC_PD: the driver has no request: non-zero input is rejected.
     e, _ = command(fd, ALLOC_PD, b"\0" * 8 + struct.pack("<Q", 7), 4 + PD_RESP.size)
-    expect_errno("ALLOC_PD with non-zero driver input", e, errno.EINVAL)
+    expect_errno("ALLOC_PD with non-zero driver input", e, errno.EOPNOTSUPP)
     pds = []
     for _ in range(3):
         e, raw = command(fd, ALLOC_PD, b"\0" * 8 + b"\0" * 8, 4 + PD_RESP.size)

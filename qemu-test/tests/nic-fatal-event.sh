@@ -1,14 +1,25 @@
 #!/bin/bash
-# VM test: a fatal NIC error reaches the driver through the event queue. A process writes
-# an unknown command to the CONTROL register through the PCI resource file (the NIC must
-# answer with FATAL + ERR_BAD_REGISTER_WRITE and an EVENT_FATAL); the driver logs it from
-# its event interrupt; unbind/bind resets the NIC and it works again.
+# VM test: a fatal NIC error. A process writes an unknown command to the CONTROL register
+# through the PCI resource file (the NIC must answer with FATAL + ERR_BAD_REGISTER_WRITE and
+# an EVENT_FATAL). The driver logs it once from its event interrupt, marks the NIC dead and
+# tells ib_core: a process holding a context and a PD receives IBV_EVENT_DEVICE_FATAL
+# ("local catastrophic error") from ibv_get_async_event, and its next verb fails at once
+# with EIO (not after the 5 s admin timeout). Unbind then completes without a timeout, and
+# unbind/bind resets the NIC: it works again for a new process.
 # nics: 1
+# debug: yes
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
+P=/ordma/src/qemu-test/progs
 dev=0000:00:06.0
 D=/sys/bus/pci/drivers/ordma
 [ -e $D/$dev ] || fail "NIC not bound"
+
+python3 $P/async_events.py ordma0 --pd --then-alloc-pd "local catastrophic error" >/tmp/ev.out 2>&1 &
+waiter=$!
+for _ in $(seq 300); do grep -q '^ready' /tmp/ev.out && break; sleep 0.1; done
+grep -q '^ready' /tmp/ev.out || { cat /tmp/ev.out; fail "the verbs process did not open ordma0"; }
+
 python3 - "$dev" <<'PY'
 import ctypes, mmap, os, sys
 fd = os.open(f"/sys/bus/pci/devices/{sys.argv[1]}/resource0", os.O_RDWR | os.O_SYNC)
@@ -19,13 +30,28 @@ error = ctypes.c_uint32.from_buffer(m, 0xc).value
 print(f"STATUS {status:#x} ERROR {error}")
 sys.exit(0 if status & 4 and error == 3 else 1)
 PY
-for _ in $(seq 50); do
-	dmesg | grep -q "ordma $dev: the NIC stopped with a fatal error 3" && break
-	sleep 0.1
-done
-dmesg | grep "ordma $dev" | tail -n 3
-dmesg | grep -q "ordma $dev: the NIC stopped with a fatal error 3" || fail "no fatal-error event logged"
+rc=0
+wait $waiter || rc=$?
+cat /tmp/ev.out
+[ $rc = 0 ] || fail "the verbs process did not see what it expected (exit $rc)"
+grep -q '^event local catastrophic error' /tmp/ev.out || fail "no IBV_EVENT_DEVICE_FATAL"
+ms=$(sed -n 's/^alloc_pd errno EIO \([0-9]*\) ms$/\1/p' /tmp/ev.out)
+[ -n "$ms" ] || fail "ibv_alloc_pd after the fatal error did not fail with EIO"
+# At once: well under the 5 s admin timeout a live-but-silent NIC would cost.
+[ "$ms" -lt 2500 ] || fail "ibv_alloc_pd took $ms ms to fail: it waited for a timeout"
+echo "ok: after FATAL, ibv_alloc_pd failed with EIO in $ms ms"
+
+dmesg | grep "ordma $dev" | tail -n 4
+[ "$(dmesg | grep -c "ordma $dev: the NIC stopped with a fatal error 3")" = 1 ] ||
+	fail "the fatal error is not logged exactly once"
+if dmesg | grep -q "ordma $dev: admin command .* timed out"; then fail "an admin command waited for a timeout"; fi
+
+t0=$(date +%s%N)
 echo $dev >$D/unbind
+echo "unbind of the dead NIC took $((($(date +%s%N) - t0) / 1000000)) ms"
 echo $dev >$D/bind
 [ "$(dmesg | grep -c "ordma $dev: port 1 ACTIVE")" = 2 ] || fail "the NIC did not come back after rebind"
+python3 $P/async_events.py ordma0 --pd >/tmp/ev2.out 2>&1 || { cat /tmp/ev2.out; fail "a new process cannot use the rebound NIC"; }
+grep -q '^done' /tmp/ev2.out || fail "a new process cannot use the rebound NIC"
+echo "ok: rebound NIC works for a new process"
 echo "PASS: nic-fatal-event"

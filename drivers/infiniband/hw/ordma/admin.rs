@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The admin queue engine: one command at a time, completions signalled by MSI-X.
+//! The admin queue engine: submit a command, wait for its completion (signalled by MSI-X),
+//! time out. The typed commands are in `commands.rs`.
 
 use kernel::{
     device,
@@ -9,50 +10,25 @@ use kernel::{
     irq::{self, IrqReturn},
     new_condvar, new_mutex, new_spinlock_irq,
     prelude::*,
-    sync::{CondVar, CondVarTimeoutResult, Mutex, SpinLockIrq},
-    time::{delay::fsleep, msecs_to_jiffies, Delta, Jiffies},
+    sync::{Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLockIrq},
+    time::{delay::fsleep, msecs_to_jiffies, Delta, Instant, Monotonic},
 };
 
-use crate::hw;
+use crate::{
+    hw,
+    nic::{Bar0, Nic},
+};
 
-/// How long a command may take. Generous: the model runs under TCG on a busy host.
-const ADMIN_TIMEOUT_MS: u32 = 5000;
+/// How long a command may take, on the monotonic clock (not jiffies, not affected by
+/// signals). Generous: the model runs under TCG on a busy host.
+const ADMIN_TIMEOUT: Delta = Delta::from_millis(5000);
 
-/// While a signal is pending, how long each uninterruptible wait for a completion sleeps,
-/// and the jiffies that counts for (at least one: the budget must run out).
-const SIGNALLED_POLL_US: i64 = 1000;
-const SIGNALLED_POLL_JIFFIES: Jiffies = 1;
+/// While a signal is pending, how long each uninterruptible sleep between checks lasts.
+const SIGNALLED_POLL: Delta = Delta::from_micros(1000);
 
 /// log2 of the admin queue depth.
 pub(crate) const AQ_LOG_DEPTH: u32 = 4;
 const AQ_DEPTH: u16 = 1 << AQ_LOG_DEPTH;
-
-/// The admin-completion interrupt: counts interrupts and wakes the waiter.
-#[pin_data]
-pub(crate) struct AdminIrq {
-    /// Interrupts seen; the lock also orders the waiter's check against the wake-up.
-    #[pin]
-    count: SpinLockIrq<u64>,
-    #[pin]
-    done: CondVar,
-}
-
-impl AdminIrq {
-    pub(crate) fn new() -> impl PinInit<Self, Error> {
-        try_pin_init!(Self {
-            count <- new_spinlock_irq!(0, "ordma_admin_irq"),
-            done <- new_condvar!("ordma_admin_done"),
-        })
-    }
-}
-
-impl irq::Handler for AdminIrq {
-    fn handle(&self) -> IrqReturn {
-        *self.count.lock() += 1;
-        self.done.notify_all();
-        IrqReturn::Handled
-    }
-}
 
 /// Submission state, one command in flight at a time.
 struct AdminState {
@@ -62,17 +38,31 @@ struct AdminState {
     cq_head: u16,
     /// Next command tag.
     next_id: u32,
-    /// A command timed out: the rings are out of step with the NIC until a reset.
+    /// A command was abandoned (timeout, or the NIC died): the rings are out of step with
+    /// the NIC until a reset.
     broken: bool,
 }
 
-/// The admin SQ and CQ in DMA-coherent memory.
+/// What the completion interrupt and `fail_all` tell a waiter.
+struct Wake {
+    /// Interrupts seen.
+    irqs: u64,
+    /// The NIC is dead: stop waiting.
+    dead: bool,
+}
+
+/// The admin SQ and CQ in DMA-coherent memory, and the waiter's wake-up.
 #[pin_data]
 pub(crate) struct AdminQueue {
     sq: Coherent<[[u8; hw::AQ_SQE_SIZE]]>,
     cq: Coherent<[[u8; hw::AQ_CQE_SIZE]]>,
     #[pin]
     state: Mutex<AdminState>,
+    /// The lock orders the waiter's check against the wake-up.
+    #[pin]
+    wake: SpinLockIrq<Wake>,
+    #[pin]
+    done: CondVar,
 }
 
 impl AdminQueue {
@@ -81,7 +71,12 @@ impl AdminQueue {
         try_pin_init!(Self {
             sq: Coherent::zeroed_slice(dev, usize::from(AQ_DEPTH), GFP_KERNEL)?,
             cq: Coherent::zeroed_slice(dev, usize::from(AQ_DEPTH), GFP_KERNEL)?,
-            state <- new_mutex!(AdminState { prod: 0, cq_head: 0, next_id: 1, broken: false }, "ordma_admin"),
+            state <- new_mutex!(
+                AdminState { prod: 0, cq_head: 0, next_id: 1, broken: false },
+                "ordma_admin"
+            ),
+            wake <- new_spinlock_irq!(Wake { irqs: 0, dead: false }, "ordma_admin_wake"),
+            done <- new_condvar!("ordma_admin_done"),
         })
     }
 
@@ -95,23 +90,45 @@ impl AdminQueue {
         self.cq.dma_address()
     }
 
+    /// The completion interrupt.
+    fn completed(&self) {
+        self.wake.lock().irqs += 1;
+        self.done.notify_all();
+    }
+
+    /// The NIC is dead: commands in flight and to come fail at once with `EIO`.
+    pub(crate) fn fail_all(&self) {
+        self.wake.lock().dead = true;
+        self.done.notify_all();
+    }
+
+    /// The completion in slot `head`, if the NIC has written it.
+    fn completion(&self, head: u16) -> Option<hw::AdminCompletion> {
+        let slot = usize::from(head % AQ_DEPTH);
+        // PANIC: `slot < AQ_DEPTH`, the ring's length.
+        let raw: [u8; hw::AQ_CQE_SIZE] = io_project!(self.cq, [panic: slot]).copy_read();
+        let c = hw::AdminCompletion::decode(&raw);
+        (c.phase == hw::phase(head, AQ_DEPTH)).then_some(c)
+    }
+
     /// Runs one command: writes it, rings the doorbell, waits for its completion.
     ///
     /// # Errors
     ///
-    /// `ETIMEDOUT` if the NIC does not answer in time, `ENOMEM` if the NIC has no room for
-    /// the object, `EIO` if the completion does not match the command or reports another
-    /// error status (logged). Signals do not interrupt a command.
+    /// `EIO` at once if the NIC is dead (a fatal event) or the queue broken by an earlier
+    /// timeout; `ETIMEDOUT` if the NIC does not answer within 5 s; `ENOMEM` if the NIC has
+    /// no room for the object; `EIO` if the completion does not match the command or
+    /// reports another error status (logged). Signals do not interrupt a command: the NIC
+    /// would still complete it, and the rings would go out of step.
     pub(crate) fn execute(
         &self,
         dev: &device::Device,
-        bar: &crate::driver::Bar0<'_>,
-        irq: &AdminIrq,
+        bar: &Bar0<'_>,
         opcode: u8,
         params: [u8; hw::AQ_SQE_SIZE - 8],
     ) -> Result<u64> {
         let mut st = self.state.lock();
-        if st.broken {
+        if st.broken || self.wake.lock().dead {
             return Err(EIO);
         }
         let cmd_id = st.next_id;
@@ -122,47 +139,24 @@ impl AdminQueue {
             params,
         };
         let slot = usize::from(st.prod % AQ_DEPTH);
-        io_project!(self.sq, [try: slot]).copy_write(cmd.encode());
+        // PANIC: `slot < AQ_DEPTH`, the ring's length.
+        io_project!(self.sq, [panic: slot]).copy_write(cmd.encode());
         st.prod = st.prod.wrapping_add(1);
         // The entry must be visible to the NIC before the doorbell: the MMIO write orders
         // it after the coherent-memory store (writel has the needed barrier).
         bar.write32(u32::from(st.prod), hw::REG_AQ_SQ_DB);
 
         let head = st.cq_head;
-        let cslot = usize::from(head % AQ_DEPTH);
-        let mut remaining = msecs_to_jiffies(ADMIN_TIMEOUT_MS);
-        let mut guard = irq.count.lock();
-        let c = loop {
-            let raw: [u8; hw::AQ_CQE_SIZE] = io_project!(self.cq, [try: cslot]).copy_read();
-            let c = hw::AdminCompletion::decode(&raw);
-            if c.phase == hw::phase(head, AQ_DEPTH) {
-                break c;
-            }
-            let timed_out = match irq.done.wait_interruptible_timeout(&mut guard, remaining) {
-                CondVarTimeoutResult::Woken { jiffies } => {
-                    remaining = jiffies;
-                    false
+        let c = match self.wait(head) {
+            Ok(c) => c,
+            Err(e) => {
+                if e == ETIMEDOUT {
+                    dev_err!(dev, "admin command {opcode:#x} (id {cmd_id}) timed out\n");
                 }
-                CondVarTimeoutResult::Timeout => true,
-                // A signal (a process being killed while it frees its PDs) must not
-                // abandon a command the NIC will still complete: the rings would go out of
-                // step. Keep waiting, in uninterruptible sleeps, on the same budget.
-                CondVarTimeoutResult::Signal { jiffies } => {
-                    drop(guard);
-                    fsleep(Delta::from_micros(SIGNALLED_POLL_US));
-                    guard = irq.count.lock();
-                    remaining = jiffies.saturating_sub(SIGNALLED_POLL_JIFFIES);
-                    remaining == 0
-                }
-            };
-            if timed_out {
-                dev_err!(dev, "admin command {opcode:#x} (id {cmd_id}) timed out\n");
-                drop(guard);
                 st.broken = true;
-                return Err(ETIMEDOUT);
+                return Err(e);
             }
         };
-        drop(guard);
         st.cq_head = head.wrapping_add(1);
         if c.cmd_id != cmd_id {
             dev_err!(
@@ -173,20 +167,57 @@ impl AdminQueue {
             return Err(EIO);
         }
         match c.status {
-            hw::AQ_OK => {}
+            hw::AQ_OK => Ok(c.result),
             // The NIC's table is full: the caller's ENOMEM, not a NIC failure.
-            hw::AQ_NO_RESOURCES => {
-                dev_dbg!(dev, "admin command {opcode:#x}: no resources\n");
-                return Err(ENOMEM);
-            }
+            hw::AQ_NO_RESOURCES => Err(ENOMEM),
             status => {
                 dev_err!(
                     dev,
                     "admin command {opcode:#x} failed with status {status}\n"
                 );
-                return Err(EIO);
+                Err(EIO)
             }
         }
-        Ok(c.result)
+    }
+
+    /// Waits for the completion in slot `head`: until it is written, the NIC dies (`EIO`),
+    /// or `ADMIN_TIMEOUT` passes on the monotonic clock with the ring checked once more
+    /// (`ETIMEDOUT`).
+    fn wait(&self, head: u16) -> Result<hw::AdminCompletion> {
+        let start = Instant::<Monotonic>::now();
+        let mut guard = self.wake.lock();
+        loop {
+            if let Some(c) = self.completion(head) {
+                return Ok(c);
+            }
+            if guard.dead {
+                return Err(EIO);
+            }
+            let left = ADMIN_TIMEOUT - start.elapsed();
+            if left.is_negative() || left.is_zero() {
+                return Err(ETIMEDOUT);
+            }
+            // CAST: `left` is at most 5000 ms.
+            let jiffies = msecs_to_jiffies(left.as_millis_ceil() as u32).max(1);
+            if let CondVarTimeoutResult::Signal { .. } =
+                self.done.wait_interruptible_timeout(&mut guard, jiffies)
+            {
+                // A signal (a process being killed while it frees its objects) must not
+                // abandon the command: sleep uninterruptibly between checks instead.
+                drop(guard);
+                fsleep(SIGNALLED_POLL);
+                guard = self.wake.lock();
+            }
+        }
+    }
+}
+
+/// The admin-completion interrupt handler.
+pub(crate) struct AdminIrq<'bound>(pub(crate) Arc<Nic<'bound>>);
+
+impl irq::Handler for AdminIrq<'_> {
+    fn handle(&self) -> IrqReturn {
+        self.0.admin.completed();
+        IrqReturn::Handled
     }
 }

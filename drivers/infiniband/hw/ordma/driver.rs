@@ -6,9 +6,6 @@ use kernel::{device::Core, pci, prelude::*};
 
 use crate::{device::OrdmaDevice, hw};
 
-/// BAR0, the control registers, at its documented size.
-pub(crate) type Bar0<'bound> = pci::Bar<'bound, { hw::BAR0_SIZE }>;
-
 /// The PCI driver.
 pub(crate) struct OrdmaDriver;
 

@@ -1,52 +1,39 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The event queue: the NIC's asynchronous events (port state, fatal errors), consumed in
-//! the MSI-X handler of the event vector.
+//! the MSI-X handler of the event vector and passed on to ib_core.
 
 use kernel::{
-    device::Bound,
+    device,
     dma::Coherent,
     io::{io_project, Io},
     irq::{self, IrqReturn},
-    new_spinlock_irq, pci,
+    new_spinlock_irq,
     prelude::*,
-    sync::{
-        atomic::{Acquire, Atomic, Release},
-        SpinLockIrq,
-    },
+    sync::{Arc, SpinLockIrq},
 };
 
-use crate::{driver::Bar0, hw};
+use crate::{hw, nic::Nic};
 
 /// log2 of the event queue depth.
 pub(crate) const EQ_LOG_DEPTH: u32 = 6;
 const EQ_DEPTH: u16 = 1 << EQ_LOG_DEPTH;
 
-/// The event queue and its interrupt handler.
+/// The event ring in DMA-coherent memory.
 #[pin_data]
-pub(crate) struct EventQueue<'bound> {
+pub(crate) struct EventRing {
     ring: Coherent<[[u8; hw::EQE_SIZE]]>,
-    /// Consumer index (free-running); the lock serialises handler runs.
+    /// Consumer index (free-running); the lock serialises handler runs and arming.
     #[pin]
     cons: SpinLockIrq<u16>,
-    /// Whether port 1 is ACTIVE, as the last port event said.
-    port_active: Atomic<bool>,
-    bar: &'bound Bar0<'bound>,
-    pdev: &'bound pci::Device<Bound>,
 }
 
-impl<'bound> EventQueue<'bound> {
+impl EventRing {
     /// Allocates the ring, zeroed (every entry reads as "not yet written").
-    pub(crate) fn new(
-        pdev: &'bound pci::Device<Bound>,
-        bar: &'bound Bar0<'bound>,
-    ) -> impl PinInit<Self, Error> + 'bound {
+    pub(crate) fn new(dev: &device::Device<device::Bound>) -> impl PinInit<Self, Error> + '_ {
         try_pin_init!(Self {
-            ring: Coherent::zeroed_slice(pdev.as_ref(), usize::from(EQ_DEPTH), GFP_KERNEL)?,
+            ring: Coherent::zeroed_slice(dev, usize::from(EQ_DEPTH), GFP_KERNEL)?,
             cons <- new_spinlock_irq!(0, "ordma_eq"),
-            port_active: Atomic::new(false),
-            bar,
-            pdev,
         })
     }
 
@@ -54,54 +41,80 @@ impl<'bound> EventQueue<'bound> {
     pub(crate) fn addr(&self) -> u64 {
         self.ring.dma_address()
     }
+}
 
+impl Nic<'_> {
     /// Asks for an interrupt on the next event (or now, if events are pending).
-    pub(crate) fn arm(&self) {
-        let cons = self.cons.lock();
+    pub(crate) fn arm_events(&self) {
+        let cons = self.eq.cons.lock();
         self.bar
             .write32(u32::from(*cons) | hw::EQ_DB_ARM, hw::REG_EQ_DB);
     }
 
-    /// Whether port 1 is ACTIVE.
-    pub(crate) fn port_active(&self) -> bool {
-        self.port_active.load(Acquire)
-    }
-
+    /// Acts on one event: the NIC's state first, then ib_core (on a change of state),
+    /// then the log (rate-limited).
     fn handle_event(&self, e: &hw::Event) {
         match e.kind {
-            hw::EVENT_PORT_ACTIVE => {
-                self.port_active.store(true, Release);
-                dev_info!(self.pdev, "port {} ACTIVE\n", e.data);
-            }
-            hw::EVENT_PORT_DOWN => {
-                self.port_active.store(false, Release);
-                dev_info!(self.pdev, "port {} DOWN\n", e.data);
+            hw::EVENT_PORT_ACTIVE | hw::EVENT_PORT_DOWN => {
+                let active = e.kind == hw::EVENT_PORT_ACTIVE;
+                // Port 1 is the only one; the event's data names it.
+                if self.set_port_active(active) {
+                    if active {
+                        self.ib_events.port_active(1);
+                    } else {
+                        self.ib_events.port_error(1);
+                    }
+                }
+                let state = if active { "ACTIVE" } else { "DOWN" };
+                self.log_event(|| dev_info!(self.pdev, "port {} {state}\n", e.data));
             }
             hw::EVENT_FATAL => {
-                self.port_active.store(false, Release);
-                dev_err!(self.pdev, "the NIC stopped with a fatal error {}\n", e.data);
+                if self.mark_dead() {
+                    self.ib_events.device_fatal();
+                    self.log_event(|| {
+                        dev_err!(
+                            self.pdev,
+                            "the NIC stopped with a fatal error {}: its verbs fail with EIO until it is rebound\n",
+                            e.data
+                        )
+                    });
+                }
             }
-            kind => dev_warn!(self.pdev, "unknown event type {kind} ignored\n"),
+            kind => self.log_event(|| dev_warn!(self.pdev, "unknown event type {kind} ignored\n")),
+        }
+    }
+
+    /// Logs through the interrupt handlers' rate limit.
+    fn log_event(&self, print: impl FnOnce()) {
+        if let Some(suppressed) = self.log_limit.allow() {
+            if suppressed > 0 {
+                dev_warn!(self.pdev, "{suppressed} event message(s) suppressed\n");
+            }
+            print();
         }
     }
 }
 
-impl irq::Handler for EventQueue<'_> {
+/// The event-queue interrupt handler.
+pub(crate) struct EventIrq<'bound>(pub(crate) Arc<Nic<'bound>>);
+
+impl irq::Handler for EventIrq<'_> {
     fn handle(&self) -> IrqReturn {
-        let mut cons = self.cons.lock();
+        let nic = &*self.0;
+        let mut cons = nic.eq.cons.lock();
         let mut seen = 0;
         while seen < EQ_DEPTH {
             let slot = usize::from(*cons % EQ_DEPTH);
             // PANIC: `slot < EQ_DEPTH`, the ring's length.
-            let e = hw::Event::decode(&io_project!(self.ring, [panic: slot]).copy_read());
+            let e = hw::Event::decode(&io_project!(nic.eq.ring, [panic: slot]).copy_read());
             if e.phase != hw::phase(*cons, EQ_DEPTH) {
                 break;
             }
-            self.handle_event(&e);
+            nic.handle_event(&e);
             *cons = cons.wrapping_add(1);
             seen += 1;
         }
-        self.bar
+        nic.bar
             .write32(u32::from(*cons) | hw::EQ_DB_ARM, hw::REG_EQ_DB);
         if seen > 0 {
             IrqReturn::Handled

@@ -5,11 +5,15 @@
 //! See `Documentation/architecture.md` in the ordma repository for the component map.
 
 mod admin;
+mod commands;
 mod device;
 mod driver;
 mod event;
 mod hw;
 mod ib;
+mod nic;
+mod pd;
+mod ucontext;
 mod verbs;
 
 use kernel::prelude::*;

@@ -35,15 +35,21 @@ mod generated {
 
 pub(super) use generated::*;
 
-/// `sizeof(struct ib_device)` as the C compiler sees it.
-pub(super) fn sizeof_ib_device() -> usize {
-    // SAFETY: `ordma_helper_sizeof_ib_device` is a `const size_t` defined in helpers.c and
-    // linked into this module; it is initialised before the module runs and never written.
-    unsafe { generated::ordma_helper_sizeof_ib_device }
-}
+/// ordma's uapi (`uapi/rdma/ordma-abi.h`): plain data, re-exported by `ib::uapi`.
+pub(crate) use generated::{
+    ordma_ibv_alloc_pd_resp, ordma_ibv_alloc_ucontext_cmd, ordma_ibv_alloc_ucontext_resp,
+    ORDMA_DB_PAGE_SIZE,
+};
 
-/// `sizeof(struct ib_device_ops)` as the C compiler sees it.
-pub(super) fn sizeof_ib_device_ops() -> usize {
-    // SAFETY: as for `sizeof_ib_device`: a constant defined in helpers.c.
-    unsafe { generated::ordma_helper_sizeof_ib_device_ops }
+/// The C compiler's view of the layouts the binding uses (helpers.c).
+pub(super) fn layout() -> &'static [usize] {
+    // SAFETY: `ordma_helper_layout` is a `const size_t[]` of `ordma_helper_layout_len`
+    // entries defined in helpers.c and linked into this module; initialised before the
+    // module runs and never written.
+    unsafe {
+        core::slice::from_raw_parts(
+            core::ptr::addr_of!(generated::ordma_helper_layout).cast::<usize>(),
+            generated::ordma_helper_layout_len,
+        )
+    }
 }

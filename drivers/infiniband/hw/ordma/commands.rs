@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The typed admin commands (`hardware.md`, "Admin commands"): parameters in, result out,
+//! one function each, over the engine in `admin.rs`.
+
+use kernel::{dma::Coherent, io::Io, prelude::*};
+
+use crate::{hw, nic::Nic};
+
+impl Nic<'_> {
+    /// Runs a query command whose `N`-byte response the NIC writes to a DMA buffer;
+    /// `params` builds the parameters from the buffer's address and length.
+    fn query<const N: usize>(
+        &self,
+        opcode: u8,
+        params: impl FnOnce(u64, u32) -> [u8; hw::AQ_SQE_SIZE - 8],
+    ) -> Result<[u8; N]> {
+        let buf: Coherent<[u8; N]> = Coherent::zeroed(self.pdev.as_ref(), GFP_KERNEL)?;
+        // CAST: `N` is a response size, a small constant.
+        let len = self.admin(opcode, params(buf.dma_address(), N as u32))?;
+        if len != N as u64 {
+            dev_err!(
+                self.pdev,
+                "admin command {opcode:#x} returned {len} bytes, expected {N}\n"
+            );
+            return Err(EIO);
+        }
+        Ok(buf.copy_read())
+    }
+
+    /// `CMD_QUERY_DEVICE`.
+    pub(crate) fn query_device(&self) -> Result<hw::DeviceAttrs> {
+        let raw = self.query::<{ hw::DEVICE_ATTRS_SIZE }>(hw::CMD_QUERY_DEVICE, |resp_addr, resp_len| {
+            hw::QueryDeviceParams {
+                resp_addr,
+                resp_len,
+            }
+            .encode()
+        })?;
+        Ok(hw::DeviceAttrs::decode(&raw))
+    }
+
+    /// `CMD_QUERY_PORT`.
+    pub(crate) fn query_port(&self, port: u32) -> Result<hw::PortAttrs> {
+        let raw = self.query::<{ hw::PORT_ATTRS_SIZE }>(hw::CMD_QUERY_PORT, |resp_addr, resp_len| {
+            hw::QueryPortParams {
+                port,
+                resp_addr,
+                resp_len,
+            }
+            .encode()
+        })?;
+        Ok(hw::PortAttrs::decode(&raw))
+    }
+
+    /// `CMD_ALLOC_PD`: the new PD's number.
+    pub(crate) fn alloc_pd(&self) -> Result<u32> {
+        let pdn = self.admin(hw::CMD_ALLOC_PD, [0; hw::AQ_SQE_SIZE - 8])?;
+        // The NIC answers below `max_pd`, a u32; anything else is a broken NIC.
+        u32::try_from(pdn).map_err(|_| {
+            dev_err!(self.pdev, "ALLOC_PD returned PD number {pdn}\n");
+            EIO
+        })
+    }
+
+    /// `CMD_DEALLOC_PD`.
+    pub(crate) fn dealloc_pd(&self, pdn: u32) -> Result {
+        self.admin(hw::CMD_DEALLOC_PD, hw::PdParams { pdn }.encode())
+            .map(|_| ())
+    }
+}

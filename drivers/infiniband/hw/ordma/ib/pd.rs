@@ -1,0 +1,15 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Protection domains: `struct ib_pd` with the driver's [`Driver::Pd`] inside.
+
+use core::mem::MaybeUninit;
+
+use super::{bindings as b, driver::Driver};
+
+/// A PD as ib_core allocates it (`size_ib_pd`): the `ib_pd`, then the driver's data,
+/// initialised by `alloc_pd` and dropped by `dealloc_pd`.
+#[repr(C)]
+pub(super) struct IbPd<T: Driver> {
+    pub(super) ib: b::ib_pd,
+    pub(super) data: MaybeUninit<T::Pd>,
+}

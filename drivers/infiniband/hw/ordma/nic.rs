@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The NIC object: one bound ordma NIC's state (BARs, admin queue, event ring, port state,
+//! the doorbell-page pool), shared by the interrupt handlers, the verbs and every object
+//! the verbs create (each holds an `Arc<Nic>`), so nothing borrows past its owner.
+
+use kernel::{
+    device::Bound,
+    io::{poll::read_poll_timeout, Io},
+    page::PAGE_SHIFT,
+    pci,
+    prelude::*,
+    sync::{
+        atomic::{Acquire, Atomic, Relaxed, Release},
+        Arc,
+    },
+    time::{Delta, Instant, Monotonic},
+};
+
+use crate::{admin::AdminQueue, event::EventRing, hw, ib};
+
+/// BAR0, the control registers, at its documented size.
+pub(crate) type Bar0<'bound> = pci::Bar<'bound, { hw::BAR0_SIZE }>;
+
+/// BAR2, the doorbell pages.
+pub(crate) type Bar2<'bound> = pci::Bar<'bound, { hw::BAR2_SIZE }>;
+
+/// One bound NIC.
+#[pin_data]
+pub(crate) struct Nic<'bound> {
+    pub(crate) pdev: &'bound pci::Device<Bound>,
+    pub(crate) bar: Bar0<'bound>,
+    /// Mapped for its reservation: user contexts map its pages, the kernel none yet.
+    _db_bar: Bar2<'bound>,
+    #[pin]
+    pub(crate) admin: AdminQueue,
+    #[pin]
+    pub(crate) eq: EventRing,
+    /// Where events for ib_core go: attached while the `ib_device` is registered.
+    pub(crate) ib_events: Arc<ib::EventSink>,
+    /// Whether port 1 is ACTIVE, as the NIC last said (QUERY_PORT, then its events).
+    port_active: Atomic<bool>,
+    /// Port state changes seen, so registration can tell whether one raced it.
+    port_changes: Atomic<u32>,
+    /// The NIC reported a fatal error: it does nothing more until it is reset.
+    dead: Atomic<bool>,
+    /// The user doorbell pages.
+    pub(crate) doorbells: DoorbellPages,
+    /// Bounds what interrupt handlers log.
+    pub(crate) log_limit: RateLimit,
+}
+
+impl<'bound> Nic<'bound> {
+    /// The NIC's state, with its queues allocated (not yet given to the NIC).
+    pub(crate) fn new(
+        pdev: &'bound pci::Device<Bound>,
+        bar: Bar0<'bound>,
+        db_bar: Bar2<'bound>,
+    ) -> Result<impl PinInit<Self, Error> + 'bound> {
+        let db_pfn = pdev.resource_start(2)? >> PAGE_SHIFT;
+        let ib_events = Arc::pin_init(ib::EventSink::new(), GFP_KERNEL)?;
+        let dev: &'bound kernel::device::Device<Bound> = pdev.as_ref();
+        Ok(try_pin_init!(Self {
+            pdev,
+            bar,
+            _db_bar: db_bar,
+            admin <- AdminQueue::new(dev),
+            eq <- EventRing::new(dev),
+            ib_events,
+            port_active: Atomic::new(false),
+            port_changes: Atomic::new(0),
+            dead: Atomic::new(false),
+            doorbells: DoorbellPages::new(db_pfn),
+            log_limit: RateLimit::new(),
+        }))
+    }
+
+    /// Resets the NIC and waits for `STATUS.READY`: it then uses no memory of ours.
+    pub(crate) fn reset(&self) -> Result {
+        self.bar.write32(hw::CONTROL_RESET, hw::REG_CONTROL);
+        read_poll_timeout(
+            || Ok(self.bar.read32(hw::REG_STATUS)),
+            |s| s & hw::STATUS_READY != 0 && *s != u32::MAX,
+            Delta::from_millis(1),
+            Delta::from_secs(2),
+        )
+        .map(|_| ())
+        .inspect_err(|_| dev_err!(self.pdev, "the NIC did not come out of reset\n"))
+    }
+
+    /// Stops the NIC for good before its memory is released: a reset, or, if the NIC does
+    /// not answer, bus mastering off, so it cannot write to memory the driver frees.
+    pub(crate) fn quiesce(&self) {
+        if self.reset().is_ok() {
+            dev_dbg!(self.pdev, "NIC stopped\n");
+            return;
+        }
+        let cfg = self.pdev.config_space();
+        let cmd = cfg.read16(PCI_COMMAND);
+        cfg.write16(cmd & !PCI_COMMAND_MASTER, PCI_COMMAND);
+        dev_warn!(self.pdev, "bus mastering turned off: the NIC did not stop\n");
+    }
+
+    /// Programs the queues and starts them.
+    pub(crate) fn enable(&self) -> Result {
+        // CAST: splitting 64-bit addresses into their two register words.
+        let (sq, cq, eq) = (self.admin.sq_addr(), self.admin.cq_addr(), self.eq.addr());
+        let bar = &self.bar;
+        bar.write32(sq as u32, hw::REG_AQ_SQ_BASE);
+        bar.write32((sq >> 32) as u32, hw::REG_AQ_SQ_BASE + 4);
+        bar.write32(cq as u32, hw::REG_AQ_CQ_BASE);
+        bar.write32((cq >> 32) as u32, hw::REG_AQ_CQ_BASE + 4);
+        bar.write32(eq as u32, hw::REG_EQ_BASE);
+        bar.write32((eq >> 32) as u32, hw::REG_EQ_BASE + 4);
+        bar.write32(crate::admin::AQ_LOG_DEPTH, hw::REG_AQ_LOG_DEPTH);
+        bar.write32(crate::event::EQ_LOG_DEPTH, hw::REG_EQ_LOG_DEPTH);
+        bar.write32(hw::CONTROL_ENABLE, hw::REG_CONTROL);
+        let status = bar.read32(hw::REG_STATUS);
+        if status & hw::STATUS_ENABLED == 0 {
+            dev_err!(
+                self.pdev,
+                "the NIC refused its queues: status {status:#x}, error {}\n",
+                bar.read32(hw::REG_ERROR)
+            );
+            return Err(EIO);
+        }
+        Ok(())
+    }
+
+    /// Whether port 1 is ACTIVE.
+    pub(crate) fn port_active(&self) -> bool {
+        self.port_active.load(Acquire)
+    }
+
+    /// Records port 1's state; `true` if it changed.
+    pub(crate) fn set_port_active(&self, active: bool) -> bool {
+        let was = self.port_active.xchg(active, Release);
+        if was != active {
+            self.port_changes.fetch_add(1, Relaxed);
+        }
+        was != active
+    }
+
+    /// How many port state changes were seen so far.
+    pub(crate) fn port_changes(&self) -> u32 {
+        self.port_changes.load(Acquire)
+    }
+
+    /// Whether the NIC reported a fatal error.
+    pub(crate) fn is_dead(&self) -> bool {
+        self.dead.load(Acquire)
+    }
+
+    /// The NIC stopped with a fatal error: every admin command fails from now on, at once,
+    /// and waiters wake. `true` the first time.
+    pub(crate) fn mark_dead(&self) -> bool {
+        let first = !self.dead.xchg(true, Release);
+        self.admin.fail_all();
+        first
+    }
+
+    /// Runs one admin command (see [`AdminQueue::execute`]).
+    pub(crate) fn admin(&self, opcode: u8, params: [u8; hw::AQ_SQE_SIZE - 8]) -> Result<u64> {
+        self.admin.execute(self.pdev.as_ref(), &self.bar, opcode, params)
+    }
+}
+
+/// The PCI command register and its bus-master bit (`include/uapi/linux/pci_regs.h`).
+const PCI_COMMAND: usize = 0x04;
+const PCI_COMMAND_MASTER: u16 = 0x4;
+
+/// The user doorbell pages of BAR2: a lock-free bitmap, page 0 being the kernel's.
+pub(crate) struct DoorbellPages {
+    /// Page frame number of page 0.
+    pfn0: u64,
+    /// Pages in use, bit `i` for page `i`; page 0 and every bit beyond `DB_PAGES` set.
+    used: Atomic<u64>,
+}
+
+// The doorbell bitmap has a bit per page.
+const _: () = assert!(hw::DB_PAGES >= 1 && hw::DB_PAGES <= 64);
+
+impl DoorbellPages {
+    fn new(pfn0: u64) -> Self {
+        let beyond = u64::MAX.checked_shl(hw::DB_PAGES).unwrap_or(0);
+        Self {
+            pfn0,
+            used: Atomic::new(beyond | 1),
+        }
+    }
+
+    /// Takes a free page: its index and page frame number.
+    ///
+    /// # Errors
+    ///
+    /// `ENOMEM` if every page is in use.
+    pub(crate) fn alloc(&self) -> Result<(u32, u64)> {
+        let mut cur = self.used.load(Relaxed);
+        loop {
+            if cur == u64::MAX {
+                return Err(ENOMEM);
+            }
+            let index = (!cur).trailing_zeros();
+            match self.used.cmpxchg(cur, cur | 1 << index, Relaxed) {
+                Ok(_) => return Ok((index, self.pfn0 + u64::from(index))),
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Returns page `index`, which `alloc` gave and nothing maps any more.
+    pub(crate) fn free(&self, index: u32) {
+        if index == 0 || index >= hw::DB_PAGES {
+            return;
+        }
+        let mut cur = self.used.load(Relaxed);
+        while let Err(now) = self.used.cmpxchg(cur, cur & !(1 << index), Relaxed) {
+            cur = now;
+        }
+    }
+}
+
+/// At most `BURST` messages per `WINDOW`, for logging from interrupt handlers, where a
+/// misbehaving NIC could otherwise flood the log.
+pub(crate) struct RateLimit {
+    base: Instant<Monotonic>,
+    /// The current window's number (time since `base` in windows).
+    window: Atomic<i64>,
+    /// Messages in the current window.
+    count: Atomic<u32>,
+    /// Messages suppressed since the last one printed.
+    suppressed: Atomic<u32>,
+}
+
+impl RateLimit {
+    const WINDOW_MS: i64 = 5000;
+    const BURST: u32 = 10;
+
+    fn new() -> Self {
+        Self {
+            base: Instant::now(),
+            window: Atomic::new(0),
+            count: Atomic::new(0),
+            suppressed: Atomic::new(0),
+        }
+    }
+
+    /// `Some(n)` if a message may be printed now (`n` earlier ones were suppressed),
+    /// `None` if it must be dropped.
+    pub(crate) fn allow(&self) -> Option<u32> {
+        let now = self.base.elapsed().as_millis() / Self::WINDOW_MS;
+        if self.window.xchg(now, Relaxed) != now {
+            self.count.store(0, Relaxed);
+        }
+        if self.count.fetch_add(1, Relaxed) < Self::BURST {
+            Some(self.suppressed.xchg(0, Relaxed))
+        } else {
+            self.suppressed.fetch_add(1, Relaxed);
+            None
+        }
+    }
+}
