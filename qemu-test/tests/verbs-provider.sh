@@ -73,6 +73,7 @@ echo "the NIC saw A's doorbell write on page $pa, B's on page $pb"
 pdns=$(grep 'PD allocated' $log0 | tail -n +$((pds_before + 1)) | sed -n 's/.*pdn=\([0-9]*\).*/\1/p')
 [ "$(echo "$pdns" | wc -l)" = 16 ] && [ "$(echo "$pdns" | sort -u | wc -l)" = 16 ] ||
 	fail "the NIC allocated PDs [$(echo $pdns)], expected 16 distinct"
+echo "the NIC allocated PDs $(echo $pdns)"
 tell A free
 tell B free
 grep -qx closed /tmp/A.out && grep -qx closed /tmp/B.out || fail "a process did not close cleanly"

@@ -7,7 +7,8 @@
 //! a number. C `_Static_assert`s check the prototypes of the functions and callbacks the
 //! provider declares against rdma-core's (the C types there are transcriptions of
 //! `abi.rs`'s Rust ones). The private ABI number itself is checked in `tests/exports.rs`,
-//! against the symbol the built library imports.
+//! against the symbol the built library imports. `barrier.rs`'s instructions are checked
+//! against rdma-core's `util/udma_barrier.h` as the C preprocessor expands it.
 
 use core::mem::{offset_of, size_of};
 use std::collections::BTreeMap;
@@ -16,6 +17,7 @@ use crate::abi::{
     self, IbvAllocPd, IbvGetContext, IbvQueryPort, ListNode, Unused, VerbsContextOps, VerbsDevice,
     VerbsDeviceOps, VerbsMatchEnt,
 };
+use crate::barrier::{flush_writes_insn, from_device_insn, to_device_insn};
 use crate::{context, pd, sys};
 
 #[path = "../tests/common/rdma_core.rs"]
@@ -395,4 +397,32 @@ fn private_abi_mirror_matches_rdma_core_headers() {
     );
     // The test checked something: every member of every mirrored struct.
     assert!(checks.0.len() > 100, "{} checks", checks.0.len());
+}
+
+#[test]
+fn barriers_are_rdma_core_s_for_x86_64() {
+    let expansions = rdma_core::c_expand(
+        &["util/udma_barrier.h"],
+        &[
+            "udma_to_device_barrier()",
+            "udma_ordering_write_barrier()",
+            "udma_from_device_barrier()",
+            "mmio_flush_writes()",
+            "mmio_wc_start()",
+        ],
+    );
+    let asm = |insn: &str| format!("asmvolatile(\"{insn}\":::\"memory\")");
+    let ours = [
+        ("udma_to_device_barrier()", asm(to_device_insn!())),
+        ("udma_ordering_write_barrier()", asm(to_device_insn!())),
+        ("udma_from_device_barrier()", asm(from_device_insn!())),
+        ("mmio_flush_writes()", asm(flush_writes_insn!())),
+        ("mmio_wc_start()", asm(flush_writes_insn!())),
+    ];
+    for (macro_call, want) in ours {
+        assert_eq!(
+            expansions[macro_call], want,
+            "rdma-core's {macro_call} is not barrier.rs's"
+        );
+    }
 }

@@ -8,8 +8,9 @@
 //! [`udma_from_device_barrier`], then the rest of the CQE. On x86-64 the ordering of stores
 //! to write-back memory and to the uncached doorbell page is the CPU's own (TSO), so most
 //! of these are compiler barriers; each function says what rdma-core emits and we emit
-//! exactly that. Other architectures are not supported, as rdma-core stops with `#error`
-//! when it has no definition.
+//! exactly that (`cargo test` compares the instructions with rdma-core's header, expanded
+//! by the C preprocessor). Other architectures are not supported, as rdma-core stops with
+//! `#error` when it has no definition.
 //!
 //! An `asm!` block without `options(nomem)` is, like C's `asm volatile("" ::: "memory")`, a
 //! compiler barrier: the compiler assumes it reads and writes any memory, so it neither
@@ -21,6 +22,27 @@ compile_error!(
 );
 
 use core::arch::asm;
+
+/// The instruction of each barrier, exactly as rdma-core's x86-64 definition writes it
+/// inside its `asm volatile("..." ::: "memory")` (empty: a compiler barrier only). Macros,
+/// because `asm!` takes its template as a literal; `cargo test` compares each with
+/// rdma-core's own header, expanded by the C preprocessor (`abi_check.rs`).
+macro_rules! to_device_insn {
+    () => {
+        ""
+    };
+}
+macro_rules! from_device_insn {
+    () => {
+        "lfence"
+    };
+}
+macro_rules! flush_writes_insn {
+    () => {
+        "sfence"
+    };
+}
+pub(crate) use {flush_writes_insn, from_device_insn, to_device_insn};
 
 /// `udma_to_device_barrier()`: everything written to memory the NIC reads by DMA (WQEs,
 /// the queues) before this is visible to the NIC before any MMIO store after it (the
@@ -34,7 +56,7 @@ use core::arch::asm;
 pub fn udma_to_device_barrier() {
     // SAFETY: an empty instruction sequence; it touches no register, stack or flag, and
     // only constrains the compiler's ordering of memory accesses.
-    unsafe { asm!("", options(nostack, preserves_flags)) };
+    unsafe { asm!(to_device_insn!(), options(nostack, preserves_flags)) };
 }
 
 /// `udma_ordering_write_barrier()`: the NIC cannot see writes after this without the
@@ -54,7 +76,7 @@ pub fn udma_ordering_write_barrier() {
 #[inline(always)]
 pub fn udma_from_device_barrier() {
     // SAFETY: `lfence` orders loads; it reads and writes no register, stack or flag.
-    unsafe { asm!("lfence", options(nostack, preserves_flags)) };
+    unsafe { asm!(from_device_insn!(), options(nostack, preserves_flags)) };
 }
 
 /// `mmio_flush_writes()`: promptly flush writes to write-combining MMIO memory, and order
@@ -64,7 +86,7 @@ pub fn udma_from_device_barrier() {
 #[inline(always)]
 pub fn mmio_flush_writes() {
     // SAFETY: `sfence` orders stores; it reads and writes no register, stack or flag.
-    unsafe { asm!("sfence", options(nostack, preserves_flags)) };
+    unsafe { asm!(flush_writes_insn!(), options(nostack, preserves_flags)) };
 }
 
 /// `mmio_wc_start()`: keeps writes to write-combining memory after this from being

@@ -1,6 +1,8 @@
 //! Shared by the provider's tests: rdma-core's own headers, from Debian's source package of
 //! the installed libibverbs-dev (`tests/rdma-core-source.sh`), and C programs compiled
 //! against them, so expected values come from the C compiler reading rdma-core's headers.
+// Each test crate that includes this uses part of it.
+#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -91,5 +93,55 @@ pub fn c_values(
         values.insert(k.to_string(), v.parse().expect("a number"));
     }
     assert_eq!(values.len(), exprs.len(), "one value per expression");
+    values
+}
+
+/// What the C preprocessor makes of each C expression in `exprs` after including `headers`
+/// from rdma-core's include directory, whitespace removed; returned by expression.
+pub fn c_expand(headers: &[&str], exprs: &[&str]) -> BTreeMap<String, String> {
+    let inc = include_dir();
+    let mut c = String::new();
+    for h in headers {
+        c += &format!("#include <{h}>\n");
+    }
+    for (i, e) in exprs.iter().enumerate() {
+        c += &format!("ordma_expansion_{i}: {e}\n");
+    }
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let mut child = Command::new(&cc)
+        .args(["-E", "-P", "-std=gnu11", "-I"])
+        .arg(&inc)
+        .args(["-x", "c", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run the C preprocessor {cc}: {e}"));
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(c.as_bytes()).expect("write to cc -E");
+    }
+    let out = child.wait_with_output().expect("cc -E");
+    assert!(
+        out.status.success(),
+        "{cc} -E failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut values = BTreeMap::new();
+    for line in text.lines() {
+        for (i, e) in exprs.iter().enumerate() {
+            if let Some(rest) = line.trim().strip_prefix(&format!("ordma_expansion_{i}:")) {
+                let v: String = rest.chars().filter(|c| !c.is_whitespace()).collect();
+                values.insert(e.to_string(), v);
+            }
+        }
+    }
+    assert_eq!(
+        values.len(),
+        exprs.len(),
+        "one expansion per expression:\n{text}"
+    );
     values
 }
