@@ -1,13 +1,14 @@
 # Sourced by VM tests: verbs processes (qemu-test/progs/verbs_ctx.py hold) under the test's
 # control, each with its stdin a FIFO.
-#   spawn NAME DEV NPDS   start one: open DEV, allocate NPDS PDs
+#   spawn NAME DEV NPDS [DBOFF]  start one: open DEV, allocate NPDS PDs (and write its
+#                         doorbell page at DBOFF, which the NIC model logs)
 #   report NAME           wait for (and print) its JSON report line
 #   tell NAME CMD         send it CMD (free, after-remove), wait for it to exit 0
 # Its whole output is in /tmp/NAME.out. The caller defines fail().
 VERBS_CTX=/ordma/src/qemu-test/progs/verbs_ctx.py
 spawn() {
 	mkfifo "/tmp/$1.in"
-	python3 "$VERBS_CTX" hold "$2" "$3" <"/tmp/$1.in" >"/tmp/$1.out" 2>&1 &
+	python3 "$VERBS_CTX" hold "$2" "$3" ${4:+"$4"} <"/tmp/$1.in" >"/tmp/$1.out" 2>&1 &
 	eval "pid_$1=\$!"
 	exec {fd}>"/tmp/$1.in"
 	eval "in_$1=\$fd"

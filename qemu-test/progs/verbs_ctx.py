@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """A verbs user of ordma through the real libibverbs and the ordma provider (ctypes, no
 bindings of our own): opens a device, allocates PDs, and reports what the provider
-mapped.
+mapped. The provider exports nothing, so what it holds (its doorbell page, the NIC's PD
+numbers) is seen from the NIC model's log by the tests, not asked of the library.
 
 Usage:
-  verbs_ctx.py hold DEV NPDS
-      Opens DEV, allocates NPDS PDs, prints one JSON line (pid, doorbell page, NIC PD
-      numbers, the doorbell mapping from /proc/self/maps), then obeys lines on stdin:
+  verbs_ctx.py hold DEV NPDS [DBOFF]
+      Opens DEV, allocates NPDS PDs, writes 4 bytes at offset DBOFF of the doorbell
+      mapping when DBOFF is given (the NIC model logs the page and offset), prints one
+      JSON line (pid, the doorbell mapping from /proc/self/maps, DBOFF), then obeys lines
+      on stdin:
         free          deallocate the PDs, close the device, print "closed", exit 0
         after-remove  (the device was removed under us) try one more ALLOC_PD and print
                       its errno, write to the old doorbell mapping, deallocate the PDs
@@ -55,16 +58,6 @@ def open_device(name):
     return ctx
 
 
-def provider():
-    # libibverbs loaded it already; this is the same handle.
-    lib = ctypes.CDLL("/usr/lib/x86_64-linux-gnu/libibverbs/libordma-rdmav34.so")
-    lib.ordma_doorbell_page.restype = ctypes.c_uint32
-    lib.ordma_doorbell_page.argtypes = [ctypes.c_void_p]
-    lib.ordma_pd_number.restype = ctypes.c_uint32
-    lib.ordma_pd_number.argtypes = [ctypes.c_void_p]
-    return lib
-
-
 def doorbell_mappings():
     """(start, end, perms) of this process's mappings of a uverbs file."""
     out = []
@@ -77,9 +70,8 @@ def doorbell_mappings():
     return out
 
 
-def hold(name, npds):
+def hold(name, npds, dboff):
     ctx = open_device(name)
-    lib = provider()
     pds = []
     for _ in range(npds):
         pd = ibv.ibv_alloc_pd(ctx)
@@ -87,11 +79,14 @@ def hold(name, npds):
             die(f"ibv_alloc_pd: errno {ctypes.get_errno()}")
         pds.append(pd)
     maps = doorbell_mappings()
+    if dboff is not None:
+        if len(maps) != 1:
+            die(f"doorbell mappings {maps}, expected one")
+        ctypes.memmove(maps[0][0] + dboff, b"\x01\x00\x00\x00", 4)
     print(json.dumps({
         "pid": os.getpid(),
-        "page": lib.ordma_doorbell_page(ctx),
-        "pdns": [lib.ordma_pd_number(pd) for pd in pds],
         "maps": [[hi - lo, perms] for lo, hi, perms in maps],
+        "dboff": dboff,
     }), flush=True)
     cmd = sys.stdin.readline().strip()
     if cmd == "after-remove":
@@ -132,7 +127,7 @@ def exhaust(name):
 
 
 if sys.argv[1] == "hold":
-    hold(sys.argv[2], int(sys.argv[3]))
+    hold(sys.argv[2], int(sys.argv[3]), int(sys.argv[4], 0) if len(sys.argv) > 4 else None)
 elif sys.argv[1] == "exhaust":
     exhaust(sys.argv[2])
 else:

@@ -5,8 +5,12 @@
 //! ordma uses, written from rdma-core 56.1's `libibverbs/driver.h` and
 //! `libibverbs/kern-abi.h`. rdma-core changes the `IBVERBS_PRIVATE_` number (and so the
 //! `verbs_register_driver_34` symbol and the `-rdmav34.so` file name) whenever these
-//! change, so a mismatch is a load failure, not memory corruption; the tests in this crate
-//! pin the sizes and offsets, and the VM test `verbs-provider` loads the real thing.
+//! change, so a mismatch is a load failure, not memory corruption. `cargo test` checks
+//! every size, field offset and width, `verbs_context_ops` slot, constant and prototype
+//! here against rdma-core's own headers, read by the C compiler from Debian's source
+//! package of the installed version (`abi_check.rs`), and the private ABI number against
+//! the symbol the built library imports (`tests/exports.rs`); the VM test
+//! `verbs-provider` loads the library with the real libibverbs.
 
 use core::ffi::{c_char, c_int, c_void};
 

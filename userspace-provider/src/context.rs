@@ -1,0 +1,255 @@
+//! The user context: opening a device (GET_CONTEXT with ordma's driver data, the doorbell
+//! page mapped), closing it, and the query verbs.
+
+use core::ffi::{c_char, c_int, c_void};
+use core::mem::{offset_of, size_of};
+use core::ptr::{self, null_mut};
+
+use crate::abi::{self, VerbsContextOps};
+use crate::{errno, pd, set_errno, sys};
+
+/// An open ordma device: libibverbs' context and the doorbell page.
+#[repr(C)]
+pub(crate) struct Context {
+    pub(crate) vctx: sys::verbs_context,
+    /// The context's doorbell page, mapped write-only.
+    pub(crate) db: *mut c_void,
+    pub(crate) db_len: usize,
+    /// Its index in the NIC's doorbell BAR.
+    pub(crate) db_page: u32,
+}
+
+/// The request and response of GET_CONTEXT with ordma's driver data.
+#[repr(C)]
+#[derive(Default)]
+pub(crate) struct GetContextCmd {
+    pub(crate) ibv: abi::IbvGetContext,
+    pub(crate) drv: sys::ordma_ibv_alloc_ucontext_cmd,
+}
+#[repr(C)]
+#[derive(Default)]
+pub(crate) struct GetContextResp {
+    pub(crate) ibv: sys::ib_uverbs_get_context_resp,
+    pub(crate) drv: sys::ordma_ibv_alloc_ucontext_resp,
+}
+
+/// The `verbs_context` around an `ibv_context` (`verbs_get_ctx()`).
+pub(crate) fn verbs_ctx(ctx: *mut sys::ibv_context) -> *mut sys::verbs_context {
+    ctx.cast::<u8>()
+        .wrapping_sub(offset_of!(sys::verbs_context, context))
+        .cast()
+}
+
+/// # Safety
+///
+/// libibverbs calls this with one of our devices and the open uverbs file `cmd_fd`.
+pub(crate) unsafe extern "C" fn alloc_context(
+    dev: *mut sys::ibv_device,
+    cmd_fd: c_int,
+    _private: *mut c_void,
+) -> *mut sys::verbs_context {
+    // `vctx` is at offset 0 of `Context`: the offset argument is a null pointer.
+    // SAFETY: `dev` and `cmd_fd` are valid (contract); the size covers `Context`.
+    let ctx = unsafe {
+        abi::_verbs_init_and_alloc_context(
+            dev,
+            cmd_fd,
+            size_of::<Context>(),
+            null_mut(),
+            abi::RDMA_DRIVER_UNKNOWN,
+        )
+    }
+    .cast::<Context>();
+    if ctx.is_null() {
+        return null_mut();
+    }
+    // SAFETY: `ctx` is a zeroed `Context` with its `verbs_context` initialised.
+    match unsafe { open(ctx, cmd_fd) } {
+        // SAFETY: as above.
+        Ok(()) => unsafe { ptr::addr_of_mut!((*ctx).vctx) },
+        Err(e) => {
+            // SAFETY: as above; nothing else holds `ctx`.
+            unsafe {
+                abi::verbs_uninit_context(ptr::addr_of_mut!((*ctx).vctx));
+                libc::free(ctx.cast());
+            }
+            set_errno(e);
+            null_mut()
+        }
+    }
+}
+
+/// Creates the kernel's context and maps its doorbell page.
+///
+/// # Safety
+///
+/// `ctx` is a fresh context from `_verbs_init_and_alloc_context` on `cmd_fd`.
+unsafe fn open(ctx: *mut Context, cmd_fd: c_int) -> Result<(), c_int> {
+    let mut cmd = GetContextCmd::default();
+    let mut resp = GetContextResp::default();
+    // SAFETY: `ctx` is valid; the buffers are ours and their sizes their own.
+    let r = unsafe {
+        abi::ibv_cmd_get_context(
+            ptr::addr_of_mut!((*ctx).vctx),
+            &mut cmd.ibv,
+            size_of::<GetContextCmd>(),
+            &mut resp.ibv,
+            size_of::<GetContextResp>(),
+        )
+    };
+    if r != 0 {
+        return Err(r);
+    }
+    let drv = &resp.drv;
+    if drv.db_page_size != sys::ORDMA_DB_PAGE_SIZE {
+        // A kernel speaking another contract: do not guess.
+        return Err(libc::EPROTO);
+    }
+    let len = drv.db_page_size as usize;
+    let off = libc::off_t::try_from(drv.db_mmap_key).map_err(|_| libc::EPROTO)?;
+    // SAFETY: maps the page the kernel named; we check the result.
+    let db = unsafe {
+        libc::mmap(
+            null_mut(),
+            len,
+            libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            cmd_fd,
+            off,
+        )
+    };
+    if db == libc::MAP_FAILED {
+        return Err(errno());
+    }
+    // SAFETY: `ctx` is valid and ours.
+    unsafe {
+        (*ctx).db = db;
+        (*ctx).db_len = len;
+        (*ctx).db_page = drv.db_page_index;
+    }
+    // SAFETY: `verbs_set_ops` copies the non-null ops into the context.
+    unsafe { abi::verbs_set_ops(ptr::addr_of_mut!((*ctx).vctx), &context_ops()) };
+    Ok(())
+}
+
+/// The verbs of an ordma context; the empty slots are libibverbs' `EOPNOTSUPP`. One line
+/// per verb, alphabetical like the struct, each from the file of its object.
+fn context_ops() -> VerbsContextOps {
+    VerbsContextOps {
+        alloc_pd: Some(pd::alloc_pd),
+        dealloc_pd: Some(pd::dealloc_pd),
+        free_context: Some(free_context),
+        query_device_ex: Some(query_device_ex),
+        query_port: Some(query_port),
+        ..Default::default()
+    }
+}
+
+/// # Safety
+///
+/// libibverbs calls this once, for a context `alloc_context` returned, with every object
+/// of it destroyed.
+unsafe extern "C" fn free_context(ibctx: *mut sys::ibv_context) {
+    let ctx = verbs_ctx(ibctx).cast::<Context>();
+    // SAFETY: `ctx` is a `Context` from `alloc_context` (its `vctx` is at offset 0); the
+    // mapping is ours.
+    unsafe {
+        libc::munmap((*ctx).db, (*ctx).db_len);
+        abi::verbs_uninit_context(ptr::addr_of_mut!((*ctx).vctx));
+        libc::free(ctx.cast());
+    }
+}
+
+/// Writes `major.minor.sub` (the kernel's `fw_ver` encoding) into `out`, NUL-terminated.
+fn format_fw(fw: u64, out: &mut [c_char]) {
+    let s = format!(
+        "{}.{}.{}",
+        (fw >> 32) & 0xffff,
+        (fw >> 16) & 0xffff,
+        fw & 0xffff
+    );
+    let n = s.len().min(out.len().saturating_sub(1));
+    for (o, b) in out.iter_mut().zip(s.bytes().take(n)) {
+        // CAST: ASCII digits and dots.
+        *o = b as c_char;
+    }
+    if let Some(nul) = out.get_mut(n) {
+        *nul = 0;
+    }
+}
+
+/// # Safety
+///
+/// libibverbs calls this with one of our contexts and `attr` valid for `attr_size` bytes.
+unsafe extern "C" fn query_device_ex(
+    ibctx: *mut sys::ibv_context,
+    input: *const sys::ibv_query_device_ex_input,
+    attr: *mut sys::ibv_device_attr_ex,
+    attr_size: usize,
+) -> c_int {
+    let mut resp = sys::ib_uverbs_ex_query_device_resp::default();
+    let mut resp_size = size_of::<sys::ib_uverbs_ex_query_device_resp>();
+    // SAFETY: pointers from libibverbs (contract) and our own buffer.
+    let r = unsafe {
+        abi::ibv_cmd_query_device_any(ibctx, input, attr, attr_size, &mut resp, &mut resp_size)
+    };
+    if r != 0 {
+        return r;
+    }
+    // SAFETY: `attr` is valid and at least `orig_attr` long (ibv_cmd_query_device_any
+    // checked).
+    format_fw(resp.base.fw_ver, unsafe { &mut (*attr).orig_attr.fw_ver });
+    0
+}
+
+/// # Safety
+///
+/// libibverbs calls this with one of our contexts and a valid `attr`.
+unsafe extern "C" fn query_port(
+    ibctx: *mut sys::ibv_context,
+    port: u8,
+    attr: *mut sys::ibv_port_attr,
+) -> c_int {
+    let mut cmd = abi::IbvQueryPort::default();
+    // SAFETY: pointers from libibverbs and our own command buffer.
+    unsafe { abi::ibv_cmd_query_port(ibctx, port, attr, &mut cmd, size_of::<abi::IbvQueryPort>()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::ffi::CStr;
+
+    #[test]
+    fn driver_data_follows_the_core_structs_without_padding() {
+        // What the kernel reads and writes as udata starts right after the core
+        // request/response.
+        assert_eq!(
+            offset_of!(GetContextCmd, drv),
+            size_of::<abi::IbvGetContext>()
+        );
+        assert_eq!(offset_of!(GetContextCmd, drv), 16);
+        assert_eq!(size_of::<GetContextCmd>(), 24);
+        assert_eq!(
+            offset_of!(GetContextResp, drv),
+            size_of::<sys::ib_uverbs_get_context_resp>()
+        );
+        assert_eq!(offset_of!(GetContextResp, drv), 8);
+        assert_eq!(size_of::<GetContextResp>(), 8 + 24);
+        assert_eq!(size_of::<abi::IbvQueryPort>(), 24);
+    }
+
+    #[test]
+    fn firmware_version_formats_and_truncates() {
+        let mut out = [0 as c_char; 64];
+        format_fw((1 << 32) | (2 << 16) | 3, &mut out);
+        // SAFETY: `format_fw` NUL-terminates within the buffer.
+        let s = unsafe { CStr::from_ptr(out.as_ptr()) };
+        assert_eq!(s.to_str(), Ok("1.2.3"));
+        let mut short = [0 as c_char; 4];
+        format_fw((10 << 32) | (20 << 16) | 30, &mut short);
+        // SAFETY: as above.
+        let s = unsafe { CStr::from_ptr(short.as_ptr()) };
+        assert_eq!(s.to_str(), Ok("10."));
+    }
+}
