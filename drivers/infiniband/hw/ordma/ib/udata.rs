@@ -33,8 +33,8 @@ pub(crate) unsafe trait Uapi: Default {
 
 // SAFETY: generated from the uapi header: `__u32` fields only, 8 bytes.
 unsafe impl Uapi for uapi::AllocUcontextCmd {
-    // ABI version 1: `comp_mask` and `reserved_04`.
-    const MIN_SIZE: usize = 8;
+    // ABI version 1's one field is `comp_mask`; `reserved_04` is padding, zero if sent.
+    const MIN_SIZE: usize = core::mem::offset_of!(Self, reserved_04);
 }
 // SAFETY: generated from the uapi header: `__u32`/`__aligned_u64` fields, no padding.
 unsafe impl Uapi for uapi::AllocUcontextResp {
