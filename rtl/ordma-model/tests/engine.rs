@@ -4,7 +4,7 @@ use std::cell::RefCell;
 
 use ordma_hw as hw;
 use ordma_model::engine::{Interrupts, Nic, NicConfig};
-use ordma_model::mem::{GuestMemory, MockMemory};
+use ordma_model::mem::{anonymous, Dma, GuestMemoryMmap};
 
 #[derive(Default)]
 struct Irqs(RefCell<Vec<u16>>);
@@ -25,13 +25,16 @@ const SQ: u64 = 0x10_0000;
 const CQ: u64 = 0x20_0000;
 const EQ: u64 = 0x30_0000;
 const BUF: u64 = 0x40_0000;
+/// Each region's length: half the distance, so no access runs from one into the next.
+const LEN: usize = 0x8_0000;
 const GUID: u64 = 0x0200_00ff_fe00_0042;
 
 struct Rig {
     nic: Nic,
-    mem: MockMemory,
+    mem: GuestMemoryMmap,
     irq: Irqs,
     prod: u16,
+    aq_log: u32,
 }
 
 impl Rig {
@@ -40,23 +43,28 @@ impl Rig {
     }
 
     fn with_config(config: NicConfig) -> Self {
-        let mem = MockMemory::new();
-        for base in [SQ, CQ, EQ, BUF] {
-            mem.add_region(base, 0x10_0000);
-        }
+        let mem = anonymous(&[(SQ, LEN), (CQ, LEN), (EQ, LEN), (BUF, LEN)]).unwrap();
+        let irq = Irqs::default();
+        let mut nic = Nic::new(config);
+        // The driver enables bus mastering before it touches the NIC.
+        nic.set_bus_master(true, &mem, &irq);
         Self {
-            nic: Nic::new(config),
+            nic,
             mem,
-            irq: Irqs::default(),
+            irq,
             prod: 0,
+            aq_log: 0,
         }
     }
 
     fn w(&mut self, reg: usize, v: u32) {
+        if reg == hw::REG_AQ_LOG_DEPTH {
+            self.aq_log = v;
+        }
         self.nic.bar0_write(reg as u64, 4, v, &self.mem, &self.irq);
     }
 
-    fn r(&self, reg: usize) -> u32 {
+    fn r(&mut self, reg: usize) -> u32 {
         self.nic.bar0_read(reg as u64, 4)
     }
 
@@ -81,8 +89,9 @@ impl Rig {
         rig
     }
 
+    /// The admin queue depth the test programmed (as the driver knows it).
     fn depth(&self) -> u16 {
-        1 << self.r(hw::REG_AQ_LOG_DEPTH)
+        1 << self.aq_log
     }
 
     /// Submits raw SQ entries and rings the doorbell.
@@ -90,7 +99,7 @@ impl Rig {
         for e in entries {
             let slot = u64::from(self.prod % self.depth());
             self.mem
-                .write(SQ + slot * hw::AQ_SQE_SIZE as u64, e)
+                .dma_write(SQ + slot * hw::AQ_SQE_SIZE as u64, e)
                 .unwrap();
             self.prod = self.prod.wrapping_add(1);
         }
@@ -115,7 +124,7 @@ impl Rig {
         let mut b = [0u8; hw::AQ_CQE_SIZE];
         let slot = u64::from(index % self.depth());
         self.mem
-            .read(CQ + slot * hw::AQ_CQE_SIZE as u64, &mut b)
+            .dma_read(CQ + slot * hw::AQ_CQE_SIZE as u64, &mut b)
             .unwrap();
         hw::AdminCompletion::decode(&b)
     }
@@ -123,7 +132,7 @@ impl Rig {
     fn event(&self, index: u16) -> hw::Event {
         let mut b = [0u8; hw::EQE_SIZE];
         self.mem
-            .read(EQ + u64::from(index % 16) * hw::EQE_SIZE as u64, &mut b)
+            .dma_read(EQ + u64::from(index % 16) * hw::EQE_SIZE as u64, &mut b)
             .unwrap();
         hw::Event::decode(&b)
     }
@@ -131,7 +140,7 @@ impl Rig {
 
 #[test]
 fn power_on_state() {
-    let rig = Rig::new();
+    let mut rig = Rig::new();
     assert_eq!(rig.r(hw::REG_VERSION), hw::VERSION);
     assert_eq!(rig.r(hw::REG_STATUS), hw::STATUS_READY);
     assert_eq!(rig.r(hw::REG_ERROR), hw::ERR_NONE);
@@ -166,7 +175,7 @@ fn query_device_end_to_end() {
     );
     assert_eq!(rig.irq.take(), vec![hw::VECTOR_ADMIN]);
     let mut b = [0u8; hw::DEVICE_ATTRS_SIZE];
-    rig.mem.read(BUF, &mut b).unwrap();
+    rig.mem.dma_read(BUF, &mut b).unwrap();
     let attrs = hw::DeviceAttrs::decode(&b);
     assert_eq!(attrs.node_guid, GUID);
     assert_eq!(attrs.num_ports, 1);
@@ -176,11 +185,11 @@ fn query_device_end_to_end() {
 #[test]
 fn short_response_buffer_gets_a_truncated_response() {
     let mut rig = Rig::enabled(3);
-    rig.mem.write(BUF + 8, &[0xaa; 8]).unwrap();
+    rig.mem.dma_write(BUF + 8, &[0xaa; 8]).unwrap();
     rig.submit_raw(&[Rig::query_device(1, BUF, 8)]);
     assert_eq!(rig.completion(0).result, 8);
     let mut b = [0u8; 8];
-    rig.mem.read(BUF + 8, &mut b).unwrap();
+    rig.mem.dma_read(BUF + 8, &mut b).unwrap();
     assert_eq!(b, [0xaa; 8], "nothing written past resp_len");
 }
 
@@ -271,7 +280,7 @@ fn enable_rejects_bad_queue_configurations() {
         ),
         (
             "EQ past the end of memory",
-            Box::new(|r: &mut Rig| r.w(hw::REG_EQ_BASE, (EQ + 0x10_0000 - 4096) as u32)),
+            Box::new(|r: &mut Rig| r.w(hw::REG_EQ_BASE, (EQ + LEN as u64 - 4096) as u32)),
         ),
     ];
     for (name, break_it) in cases {
@@ -383,7 +392,7 @@ fn reset_stops_the_queues() {
     rig.w(hw::REG_CONTROL, hw::CONTROL_RESET);
     assert_eq!(rig.r(hw::REG_STATUS), hw::STATUS_READY);
     // The old queues are gone: a doorbell now is an error, and nothing is written to them.
-    rig.mem.write(CQ, &[0; 16]).unwrap();
+    rig.mem.dma_write(CQ, &[0; 16]).unwrap();
     rig.submit_raw(&[Rig::query_device(9, BUF, 64)]);
     assert_eq!(rig.r(hw::REG_ERROR), hw::ERR_BAD_DOORBELL);
     assert_eq!(rig.completion(0).cmd_id, 0);
@@ -397,6 +406,7 @@ fn injected_faults_behave_as_documented() {
         let mut config = NicConfig::with_guid(GUID);
         config.fault = Some(fault);
         rig.nic = Nic::new(config);
+        rig.nic.set_bus_master(true, &rig.mem, &rig.irq);
         rig
     };
     assert_eq!(mk(Fault::BadVersion).r(hw::REG_VERSION), 2 << 16);
@@ -438,7 +448,7 @@ fn query_port_reports_the_link_state() {
     );
     assert_eq!(rig.completion(2).status, hw::AQ_BAD_PARAM, "one port only");
     let mut b = [0u8; hw::PORT_ATTRS_SIZE];
-    rig.mem.read(BUF, &mut b).unwrap();
+    rig.mem.dma_read(BUF, &mut b).unwrap();
     let a = hw::PortAttrs::decode(&b);
     assert_eq!(
         (a.state, a.phys_state, a.lid, a.port_guid),
@@ -446,7 +456,7 @@ fn query_port_reports_the_link_state() {
     );
     rig.nic.set_link(false, &rig.mem, &rig.irq);
     rig.submit_raw(&[q(1, 32)]);
-    rig.mem.read(BUF, &mut b).unwrap();
+    rig.mem.dma_read(BUF, &mut b).unwrap();
     assert_eq!(hw::PortAttrs::decode(&b).state, hw::PORT_STATE_DOWN);
 }
 

@@ -9,7 +9,7 @@ use std::cell::RefCell;
 
 use ordma_hw as hw;
 use ordma_model::engine::{Interrupts, Nic, NicConfig};
-use ordma_model::mem::{GuestMemory, MockMemory};
+use ordma_model::mem::{anonymous, Dma, GuestMemoryMmap};
 
 /// xorshift64*: small, deterministic, good enough to explore.
 struct Rng(u64);
@@ -109,10 +109,10 @@ fn random_guest_behaviour_never_breaks_the_engine() {
     let (mut completed, mut interrupts) = (0, 0);
     for seed in 1..=8u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        let mem = MockMemory::new();
-        mem.add_region(MEM_BASE, MEM_LEN);
+        let mem: GuestMemoryMmap = anonymous(&[(MEM_BASE, MEM_LEN)]).expect("test memory");
         let irq = Irqs::default();
         let mut nic = Nic::new(NicConfig::with_guid(seed));
+        nic.set_bus_master(true, &mem, &irq);
         for _ in 0..n / 8 {
             match rng.below(10) {
                 0..=4 => {
@@ -152,7 +152,7 @@ fn random_guest_behaviour_never_breaks_the_engine() {
                         };
                         e[8..].copy_from_slice(&p.encode());
                     }
-                    mem.write(addr & !63, &e).expect("inside the region");
+                    mem.dma_write(addr & !63, &e).expect("inside the region");
                 }
                 8 => {
                     let _ = nic.bar0_read(rng.below(0x2000), [1, 2, 4, 8][rng.below(4) as usize]);
