@@ -3,6 +3,7 @@
 use std::cell::RefCell;
 
 use ordma_hw as hw;
+use ordma_model::engine::counters::Anomaly;
 use ordma_model::engine::{Interrupts, Nic, NicConfig};
 use ordma_model::mem::{anonymous, Dma, GuestMemoryMmap};
 
@@ -533,4 +534,133 @@ fn pds_are_allocated_lowest_first_up_to_max_pd_and_freed_once() {
     // A reset frees them all.
     rig.w(hw::REG_CONTROL, hw::CONTROL_RESET);
     assert_eq!(rig.nic.pds_in_use(), 0);
+}
+
+#[test]
+fn no_dma_and_no_msix_while_bus_mastering_is_off() {
+    let mut rig = Rig::enabled(3);
+    rig.w(hw::REG_EQ_DB, 1 | hw::EQ_DB_ARM); // consume PORT_ACTIVE, arm
+    rig.nic.set_bus_master(false, &rig.mem, &rig.irq);
+    let before = rig.nic.counters().get(Anomaly::DmaRefused);
+
+    // A command and a link change: latched and held, nothing written, no interrupt.
+    rig.submit_raw(&[Rig::query_device(0x55, BUF, 64)]);
+    rig.nic.set_link(false, &rig.mem, &rig.irq);
+    assert_eq!(rig.completion(0).cmd_id, 0, "no completion written");
+    assert!(!rig.event(1).phase, "no event written");
+    let mut b = [0u8; 8];
+    rig.mem.dma_read(BUF, &mut b).unwrap();
+    assert_eq!(b, [0; 8], "no response written");
+    assert_eq!(rig.irq.take(), Vec::<u16>::new());
+    assert_eq!(rig.nic.commands_completed, 0);
+    assert_eq!(rig.nic.counters().get(Anomaly::DmaRefused), before + 2);
+    // The doorbell was still checked: a bad one is fatal at once, BME or not.
+    assert_eq!(rig.r(hw::REG_STATUS) & hw::STATUS_FATAL, 0);
+
+    // Back on: the held work runs, nothing lost, each interrupt once.
+    rig.nic.set_bus_master(true, &rig.mem, &rig.irq);
+    let c = rig.completion(0);
+    assert_eq!((c.cmd_id, c.status), (0x55, hw::AQ_OK));
+    let e = rig.event(1);
+    assert_eq!((e.kind, e.phase, e.data), (hw::EVENT_PORT_DOWN, true, 1));
+    let mut irqs = rig.irq.take();
+    irqs.sort_unstable();
+    assert_eq!(irqs, vec![hw::VECTOR_ADMIN, hw::VECTOR_EVENT]);
+}
+
+#[test]
+fn a_held_interrupt_is_sent_when_bus_mastering_returns() {
+    let mut rig = Rig::enabled(3);
+    rig.nic.set_bus_master(false, &rig.mem, &rig.irq);
+    // Arming with an unconsumed event interrupts at once, but MSI-X is a DMA write.
+    rig.w(hw::REG_EQ_DB, hw::EQ_DB_ARM);
+    assert_eq!(rig.irq.take(), Vec::<u16>::new());
+    rig.nic.set_bus_master(true, &rig.mem, &rig.irq);
+    assert_eq!(rig.irq.take(), vec![hw::VECTOR_EVENT]);
+    // Toggling again does not repeat it.
+    rig.nic.set_bus_master(false, &rig.mem, &rig.irq);
+    rig.nic.set_bus_master(true, &rig.mem, &rig.irq);
+    assert_eq!(rig.irq.take(), Vec::<u16>::new());
+}
+
+#[test]
+fn enable_without_bus_mastering_holds_the_first_event() {
+    let mut rig = Rig::new();
+    rig.nic.set_bus_master(false, &rig.mem, &rig.irq);
+    rig.program(3, 4);
+    rig.w(hw::REG_CONTROL, hw::CONTROL_ENABLE);
+    // Address checks are not DMA: the queues start.
+    assert_eq!(rig.r(hw::REG_STATUS), hw::STATUS_READY | hw::STATUS_ENABLED);
+    assert!(!rig.event(0).phase, "PORT_ACTIVE held");
+    rig.nic.set_bus_master(true, &rig.mem, &rig.irq);
+    assert_eq!(rig.event(0).kind, hw::EVENT_PORT_ACTIVE);
+    assert!(rig.event(0).phase);
+}
+
+#[test]
+fn a_reset_drops_held_work_but_keeps_bus_mastering_and_counters() {
+    let mut rig = Rig::enabled(3);
+    rig.nic.set_bus_master(false, &rig.mem, &rig.irq);
+    rig.submit_raw(&[Rig::query_device(1, BUF, 64)]);
+    rig.w(hw::REG_CONTROL, hw::CONTROL_RESET);
+    rig.nic.set_bus_master(true, &rig.mem, &rig.irq);
+    assert_eq!(
+        rig.completion(0).cmd_id,
+        0,
+        "the reset dropped the latched doorbell"
+    );
+    assert_eq!(rig.irq.take(), Vec::<u16>::new());
+    assert!(rig.nic.bus_master());
+    assert_eq!(rig.nic.counters().get(Anomaly::DmaRefused), 1);
+}
+
+/// Counts the lines a tracing subscriber writes.
+#[derive(Clone, Default)]
+struct LineCount(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl std::io::Write for LineCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = buf.iter().filter(|&&b| b == b'\n').count();
+        self.0.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn hammering_bad_input_logs_a_bounded_number_of_lines() {
+    let lines = LineCount::default();
+    let writer = lines.clone();
+    let sub = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(move || writer.clone())
+        .finish();
+    let mut rig = Rig::enabled(3);
+    tracing::subscriber::with_default(sub, || {
+        // 10000 bad commands, then 10000 doorbells with the queues off.
+        for i in 0..10_000u32 {
+            let bad = hw::AdminCmd {
+                opcode: 0x7f,
+                cmd_id: i,
+                params: [0; 56],
+            }
+            .encode();
+            rig.submit_raw(&[bad]);
+        }
+        rig.w(hw::REG_CONTROL, hw::CONTROL_RESET);
+        for _ in 0..10_000 {
+            rig.w(hw::REG_AQ_SQ_DB, 1);
+        }
+    });
+    let c = rig.nic.counters();
+    assert_eq!(c.get(Anomaly::BadCommand), 10_000);
+    assert_eq!(c.get(Anomaly::BadDoorbell), 10_000);
+    let n = lines.0.load(std::sync::atomic::Ordering::Relaxed);
+    // Per kind: 8 in full and one per power of two up to 2^13; a few info lines (reset,
+    // the one fatal error).
+    assert!(n <= 2 * (8 + 11) + 4, "{n} log lines for 20000 bad inputs");
+    assert!(n >= 16, "the first ones are logged ({n})");
 }

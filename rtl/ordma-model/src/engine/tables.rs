@@ -20,7 +20,7 @@ impl Handle {
 
     /// The 32-bit key form, `index << 8 | key`; `None` if the index needs more than 24 bits.
     pub fn to_key(self) -> Option<u32> {
-        (self.index <= Self::MAX_INDEX).then_some(self.index << 8 | u32::from(self.key))
+        (self.index <= Self::MAX_INDEX).then_some((self.index << 8) | u32::from(self.key))
     }
 
     /// The handle a 32-bit key names.
