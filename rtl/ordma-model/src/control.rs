@@ -247,4 +247,22 @@ mod tests {
             assert!(parse(bad).is_err(), "{bad:?} must not parse");
         }
     }
+
+    #[test]
+    fn any_line_parses_or_errs_without_panicking() {
+        let words = [
+            "link", "up", "down", "fatal", "0x", "7", "inject", "none", "status", "\u{0}",
+        ];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let n = (x % 4) as usize;
+            let line: Vec<&str> = (0..n)
+                .map(|i| words[((x >> (8 * i)) % words.len() as u64) as usize])
+                .collect();
+            let _ = parse(&line.join(" "));
+        }
+    }
 }

@@ -302,8 +302,9 @@ impl Nic {
         }
         self.run_admin(mem, irq);
         for v in 0..hw::NUM_VECTORS {
-            if self.pending_irqs & (1 << v) != 0 {
-                self.pending_irqs &= !(1 << v);
+            let bit = 1u32.checked_shl(u32::from(v)).unwrap_or(0);
+            if self.pending_irqs & bit != 0 {
+                self.pending_irqs &= !bit;
                 irq.raise(v);
             }
         }
@@ -329,7 +330,7 @@ impl Nic {
         if self.bus_master {
             irq.raise(vector);
         } else {
-            self.pending_irqs |= 1 << vector;
+            self.pending_irqs |= 1u32.checked_shl(u32::from(vector)).unwrap_or(0);
             self.refused("MSI-X");
         }
     }
