@@ -2,7 +2,8 @@
 # VM test: the NIC model's control channel while the guest runs (qemu-test/progs/
 # nic-control.sh, nic_ctl). `status` answers with the link and object counts; `link down`
 # makes ordma0/1 DOWN (the driver logs "port 1 DOWN" from the event), `link up` ACTIVE
-# again; an unknown request and a bad one fail with an error reply.
+# again; an unknown request and a bad one fail with an error reply; `fatal 5` reaches the
+# driver as a fatal event and unbind/bind recovers.
 # nics: 1
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
@@ -52,4 +53,20 @@ s=$(nic_ctl 0 status) || fail "status: $s"
 [[ $s == "ok link=up enabled=1 fatal=0 "* ]] || fail "status after: $s"
 [[ $s == *" bad_doorbells=0 "* ]] || fail "bad doorbells: $s"
 echo "status: $s"
+
+# fatal CODE: the driver logs the fatal event; unbind/bind resets the NIC.
+r=$(nic_ctl 0 fatal 5) || fail "fatal 5: $r"
+for _ in $(seq 50); do
+	dmesg | grep -q "ordma $dev: the NIC stopped with a fatal error 5" && break
+	sleep 0.1
+done
+dmesg | grep -q "ordma $dev: the NIC stopped with a fatal error 5" || fail "no fatal error 5 in dmesg"
+s=$(nic_ctl 0 status) || fail "status: $s"
+[[ $s == *" fatal=1 error=5 "* ]] || fail "status after fatal: $s"
+D=/sys/bus/pci/drivers/ordma
+echo $dev >$D/unbind
+echo $dev >$D/bind
+s=$(nic_ctl 0 status) || fail "status: $s"
+[[ $s == "ok link=up enabled=1 fatal=0 error=0 "* ]] || fail "status after rebind: $s"
+echo "fatal 5, rebind: $s"
 echo "PASS: nic-control"

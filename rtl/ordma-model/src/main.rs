@@ -20,6 +20,7 @@ use tracing::{error, info};
     name = "ordma-model",
     version,
     subcommand_negates_reqs = true,
+    args_override_self = true,
     args_conflicts_with_subcommands = true,
     after_help = "One process serves one NIC for one QEMU connection and exits when QEMU \
                   disconnects.\nThe interface it implements is Documentation/hardware.md."
@@ -239,5 +240,62 @@ fn main() -> ExitCode {
             error!(%e, "vfio-user connection failed");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_harness_command_lines_parse_as_before() {
+        // What qemu-test/vm-inner.sh passes, with a test's --nic-args after it: a repeated
+        // option's last value wins, --attr accumulates.
+        let a = Args::try_parse_from([
+            "ordma-model",
+            "--socket",
+            "/tmp/nic1.sock",
+            "--index",
+            "1",
+            "--log",
+            "/tmp/nic1.log",
+            "--log-level",
+            "info",
+            "--control",
+            "/tmp/nic1.ctl",
+            "--log-level",
+            "debug",
+            "--attr",
+            "max_qp=77",
+            "--attr",
+            "max_pd=4",
+            "--link",
+            "down",
+            "--inject",
+            "reset-stuck",
+            "--guid",
+            "0x0200000000000042",
+            "--ready-fd",
+            "3",
+        ])
+        .unwrap();
+        assert_eq!(a.log_level, tracing::Level::DEBUG);
+        assert_eq!(a.attr, vec![(Attr::MaxQp, 77), (Attr::MaxPd, 4)]);
+        assert_eq!((a.index, a.link, a.ready_fd), (1, Link::Down, Some(3)));
+        assert_eq!(a.inject, Some(Fault::ResetStuck));
+        assert_eq!(a.guid, Some(0x0200_0000_0000_0042));
+        assert!(a.control.is_some() && a.cmd.is_none());
+        for bad in [
+            &["ordma-model", "--index", "1"][..],
+            &["ordma-model", "--socket", "s", "--attr", "max_foo=1"],
+            &["ordma-model", "--socket", "s", "--link", "sideways"],
+            &["ordma-model", "--socket", "s", "--log-level", "loud"],
+            &["ordma-model", "--socket", "s", "--bogus"],
+        ] {
+            assert!(Args::try_parse_from(bad).is_err(), "{bad:?}");
+        }
+        let c =
+            Args::try_parse_from(["ordma-model", "ctl", "--control", "p", "link", "down"]).unwrap();
+        assert!(matches!(c.cmd, Some(Cmd::Ctl { ref words, .. }) if words == &["link", "down"]));
     }
 }
