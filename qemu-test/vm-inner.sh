@@ -59,7 +59,7 @@ for ((i = 0; i < NICS; i++)); do
 	mkfifo "/tmp/nic$i.ready"
 	read -r -a extra <<<"${EXTRA[$i]:-}"
 	"$MODEL" --socket "$sock" --index "$i" --log "$R/nic$i.log" --log-level "${ORDMA_MODEL_LOG:-info}" \
-		"${extra[@]}" --ready-fd 3 3>"/tmp/nic$i.ready" &
+		--control "/tmp/nic$i.ctl" "${extra[@]}" --ready-fd 3 3>"/tmp/nic$i.ready" &
 	children+=("$!")
 	NIC_PIDS+=("$!")
 	# Readiness: the model writes "ready" once it listens; EOF means it died.
@@ -107,6 +107,9 @@ tail -n +1 -F --pid="$QPID" "$R/console.log" 2>/dev/null &
 children+=("$!")
 # Fault injection for tests: the guest asks for NIC model i to die by creating
 # /ordma/results/control/kill-nic<i>; the harness kills it and renames the file killed-nic<i>.
+# The control channel: the guest writes req-<id> holding "<nic-index> <request words>"; the
+# harness sends the request to that model (ordma-model ctl, its --control socket), writes the
+# reply line to resp-<id> (a temporary name, then mv) and removes the request.
 mkdir -p "$R/control"
 (
 	while kill -0 "$QPID" 2>/dev/null; do
@@ -118,6 +121,24 @@ mkdir -p "$R/control"
 				log "killed NIC model $i (the guest asked for it)"
 			fi
 			mv "$f" "$R/control/killed-nic$i"
+		done
+		for f in "$R"/control/req-*; do
+			[ -e "$f" ] || continue
+			id=${f##*/req-}
+			i= words=
+			read -r i words <"$f" || true
+			read -r -a w <<<"$words"
+			if ! [[ $i =~ ^[0-9]+$ ]] || [ "$i" -ge "$NICS" ]; then
+				out="error: no NIC '$i'"
+			elif [ ${#w[@]} = 0 ]; then
+				out="error: empty request"
+			else
+				out=$("$MODEL" ctl --control "/tmp/nic$i.ctl" -- "${w[@]}" 2>&1 | head -n 1) || true
+			fi
+			printf '%s\n' "$out" >"$R/control/.resp-$id.tmp"
+			mv "$R/control/.resp-$id.tmp" "$R/control/resp-$id"
+			rm -f "$f"
+			log "control: NIC $i '$words' -> $out"
 		done
 		sleep 0.2
 	done

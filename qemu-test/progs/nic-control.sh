@@ -1,5 +1,9 @@
-# Sourced by VM tests: fault injection through the harness (qemu-test/vm-inner.sh).
-#   kill_nic I   ask the harness to kill NIC model I and wait until it has
+# Sourced by VM tests: fault injection and the NIC models' control channel, through the
+# harness (qemu-test/vm-inner.sh).
+#   kill_nic I        ask the harness to kill NIC model I and wait until it has
+#   nic_ctl I WORDS   send a control request (link up|down, fatal [CODE], inject FAULT,
+#                     status) to NIC model I; prints the reply line; status 0 for "ok...",
+#                     1 for "error..." or no reply within 10 s
 # The caller defines fail().
 kill_nic() {
 	touch "/ordma/results/control/kill-nic$1"
@@ -8,4 +12,26 @@ kill_nic() {
 		sleep 0.1
 	done
 	fail "the harness did not kill NIC model $1"
+}
+
+nic_ctl() {
+	local i=$1 d=/ordma/results/control id reply
+	shift
+	id="$$-$RANDOM-$(date +%s%N)"
+	# Written under another name, then renamed: the harness never reads half a request.
+	printf '%s %s\n' "$i" "$*" >"$d/.req-$id.tmp"
+	mv "$d/.req-$id.tmp" "$d/req-$id"
+	for _ in $(seq 100); do
+		if [ -e "$d/resp-$id" ]; then
+			reply=$(head -n 1 "$d/resp-$id")
+			rm -f "$d/resp-$id"
+			printf '%s\n' "$reply"
+			[ "$reply" = ok ] || [ "${reply#ok }" != "$reply" ]
+			return
+		fi
+		sleep 0.1
+	done
+	rm -f "$d/req-$id"
+	echo "error: no reply from the harness within 10 s"
+	return 1
 }

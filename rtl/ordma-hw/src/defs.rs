@@ -85,6 +85,8 @@ pub const ERR_QUEUE_DMA: u32 = 2;
 pub const ERR_BAD_REGISTER_WRITE: u32 = 3;
 /// `ERROR`: a doorbell index beyond the queue's depth.
 pub const ERR_BAD_DOORBELL: u32 = 4;
+/// `ERROR`: an internal error of the NIC (the model: one injected by a test).
+pub const ERR_INTERNAL: u32 = 5;
 
 /// `EQ_DB` bit: raise the event interrupt when the next entry is written.
 pub const EQ_DB_ARM: u32 = 1 << 31;

@@ -1,12 +1,15 @@
 //! The ordma NIC's behavioral model.
 //!
-//! [`engine`] is the NIC (registers, admin and event queues), written against
-//! [`mem::GuestMemory`] and [`engine::Interrupts`] so it runs the same under the vfio-user
-//! server ([`server`], the `ordma-model` binary) and in unit tests with [`mem::MockMemory`].
+//! [`engine`] is the NIC (registers, admin and event queues, object tables), written against
+//! [`mem::Dma`] and [`engine::Interrupts`] so it runs the same under the vfio-user server
+//! ([`server`], the `ordma-model` binary) and in unit tests with vm-memory's anonymous
+//! guest memory. [`device`] shares one NIC between the model's threads: the vfio-user loop
+//! and the [`control`] channel.
 #![warn(missing_docs)]
 
+pub mod control;
+pub mod device;
 pub mod engine;
 pub mod mem;
 pub mod pci;
 pub mod server;
-pub mod shared;

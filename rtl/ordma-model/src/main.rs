@@ -4,147 +4,177 @@ use std::io::Write;
 use std::os::fd::FromRawFd;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
-use ordma_model::engine::{Nic, NicConfig};
+use clap::{Parser, Subcommand, ValueEnum};
+use ordma_model::control;
+use ordma_model::device::Device;
+use ordma_model::engine::{Fault, Nic, NicConfig};
+use ordma_model::mem::GuestRam;
 use ordma_model::server::Backend;
 use tracing::{error, info};
 
-const HELP: &str = "\
-ordma-model: the ordma RDMA NIC's behavioral model, served to QEMU over vfio-user
-
-Usage: ordma-model --socket PATH [options]
-
-  --socket PATH     vfio-user socket to listen on (must not exist); QEMU connects with
-                    -device vfio-user-pci,socket={\"type\":\"unix\",\"path\":\"PATH\"}
-  --guid HEX        node GUID (default 02000000000000 + --index)
-  --index N         this NIC's number, for the default GUID, the LID (N + 1) and the
-                    logs (default 0)
-  --link up|down    the port's initial link state (default up)
-  --log FILE        log file (default: standard error)
-  --log-level L     error, warn, info, debug or trace (default info)
-  --inject FAULT    misbehave, to test the driver: bad-version (VERSION says 2.0),
-                    reset-stuck (READY never returns after a reset), query-device-error
-                    (QUERY_DEVICE fails)
-  --attr NAME=N     report N for a device attribute: max_qp, max_qp_wr, max_cq,
-                    max_cqe, max_mr, max_pd, max_sge, hw_ver (repeatable)
-  --ready-fd N      write \"ready\\n\" to file descriptor N once listening, then close it
-  -h, --help        this text
-
-One process serves one NIC for one QEMU connection and exits when QEMU disconnects.
-The interface it implements is Documentation/hardware.md.
-";
-
+/// The ordma RDMA NIC's behavioral model, served to QEMU over vfio-user.
+#[derive(Parser, Debug)]
+#[command(
+    name = "ordma-model",
+    version,
+    subcommand_negates_reqs = true,
+    args_override_self = true,
+    args_conflicts_with_subcommands = true,
+    after_help = "One process serves one NIC for one QEMU connection and exits when QEMU \
+                  disconnects.\nThe interface it implements is Documentation/hardware.md."
+)]
 struct Args {
-    socket: PathBuf,
+    /// vfio-user socket to listen on (must not exist); QEMU connects with
+    /// -device vfio-user-pci,socket={"type":"unix","path":"PATH"}
+    #[arg(long, value_name = "PATH", required = true)]
+    socket: Option<PathBuf>,
+    /// Node GUID, hexadecimal (default 02000000000000 + --index)
+    #[arg(long, value_name = "HEX", value_parser = parse_guid)]
     guid: Option<u64>,
+    /// This NIC's number, for the default GUID, the LID (N + 1) and the logs
+    #[arg(long, value_name = "N", default_value_t = 0)]
     index: u64,
-    link_up: bool,
+    /// The port's initial link state
+    #[arg(long, value_enum, default_value_t = Link::Up)]
+    link: Link,
+    /// Log file (default: standard error)
+    #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
-    level: tracing::Level,
+    /// error, warn, info, debug or trace
+    #[arg(long, value_name = "L", default_value = "info", value_parser = parse_level)]
+    log_level: tracing::Level,
+    /// Misbehave, to test the driver: bad-version (VERSION says 2.0), reset-stuck (READY
+    /// never returns after a reset), query-device-error (QUERY_DEVICE fails)
+    #[arg(long, value_name = "FAULT", value_parser = parse_fault)]
+    inject: Option<Fault>,
+    /// Report N for a device attribute: max_qp, max_qp_wr, max_cq, max_cqe, max_mr,
+    /// max_pd, max_sge, hw_ver (repeatable)
+    #[arg(long, value_name = "NAME=N", value_parser = parse_attr)]
+    attr: Vec<(Attr, u32)>,
+    /// Write "ready\n" to file descriptor N once listening, then close it
+    #[arg(long, value_name = "N")]
     ready_fd: Option<i32>,
-    fault: Option<ordma_model::engine::Fault>,
-    attrs: Vec<(String, u32)>,
+    /// Listen for control requests (link up|down, fatal [CODE], inject FAULT, status) on a
+    /// Unix socket at PATH (must not exist; removed on exit)
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Send one request to a running model's control channel and print the reply; exit
+    /// status 0 for "ok...", 1 for "error..." or no answer within 5 s
+    Ctl {
+        /// The model's --control socket
+        #[arg(long, value_name = "PATH")]
+        control: PathBuf,
+        /// The request, e.g. "link down" or "status"
+        #[arg(required = true, num_args = 1.., value_name = "WORDS")]
+        words: Vec<String>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Link {
+    Up,
+    Down,
+}
+
+/// A device attribute `--attr` can change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Attr {
+    MaxQp,
+    MaxQpWr,
+    MaxCq,
+    MaxCqe,
+    MaxMr,
+    MaxPd,
+    MaxSge,
+    HwVer,
+}
+
+fn parse_guid(v: &str) -> Result<u64, String> {
+    u64::from_str_radix(v.trim_start_matches("0x"), 16).map_err(|e| format!("{v}: {e}"))
+}
+
+fn parse_level(v: &str) -> Result<tracing::Level, String> {
+    v.parse().map_err(|_| format!("{v}: not a level"))
+}
+
+fn parse_fault(v: &str) -> Result<Fault, String> {
+    v.parse()
 }
 
 /// Parses `--attr NAME=N`.
-fn parse_attr(v: &str) -> Result<(String, u32), String> {
+fn parse_attr(v: &str) -> Result<(Attr, u32), String> {
     let (name, n) = v
         .split_once('=')
-        .ok_or_else(|| format!("--attr {v}: want NAME=N"))?;
-    let n = n.parse().map_err(|e| format!("--attr {v}: {e}"))?;
-    Ok((name.to_string(), n))
+        .ok_or_else(|| format!("{v}: want NAME=N"))?;
+    let n = n.parse().map_err(|e| format!("{v}: {e}"))?;
+    let attr = match name {
+        "max_qp" => Attr::MaxQp,
+        "max_qp_wr" => Attr::MaxQpWr,
+        "max_cq" => Attr::MaxCq,
+        "max_cqe" => Attr::MaxCqe,
+        "max_mr" => Attr::MaxMr,
+        "max_pd" => Attr::MaxPd,
+        "max_sge" => Attr::MaxSge,
+        "hw_ver" => Attr::HwVer,
+        _ => return Err(format!("unknown attribute {name}")),
+    };
+    Ok((attr, n))
 }
 
 /// Applies one `--attr` to the attributes the NIC reports.
-fn set_attr(a: &mut ordma_hw::DeviceAttrs, name: &str, n: u32) -> Result<(), String> {
-    let field = match name {
-        "max_qp" => &mut a.max_qp,
-        "max_qp_wr" => &mut a.max_qp_wr,
-        "max_cq" => &mut a.max_cq,
-        "max_cqe" => &mut a.max_cqe,
-        "max_mr" => &mut a.max_mr,
-        "max_pd" => &mut a.max_pd,
-        "max_sge" => &mut a.max_sge,
-        "hw_ver" => &mut a.hw_ver,
-        _ => return Err(format!("--attr: unknown attribute {name}")),
+fn set_attr(a: &mut ordma_hw::DeviceAttrs, attr: Attr, n: u32) {
+    let field = match attr {
+        Attr::MaxQp => &mut a.max_qp,
+        Attr::MaxQpWr => &mut a.max_qp_wr,
+        Attr::MaxCq => &mut a.max_cq,
+        Attr::MaxCqe => &mut a.max_cqe,
+        Attr::MaxMr => &mut a.max_mr,
+        Attr::MaxPd => &mut a.max_pd,
+        Attr::MaxSge => &mut a.max_sge,
+        Attr::HwVer => &mut a.hw_ver,
     };
     *field = n;
-    Ok(())
 }
 
-fn parse() -> Result<Option<Args>, String> {
-    let mut a = Args {
-        socket: PathBuf::new(),
-        guid: None,
-        index: 0,
-        link_up: true,
-        log: None,
-        level: tracing::Level::INFO,
-        ready_fd: None,
-        fault: None,
-        attrs: Vec::new(),
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(opt) = it.next() {
-        if opt == "-h" || opt == "--help" {
-            return Ok(None);
+/// `ordma-model ctl`: one request, the reply on standard output.
+fn ctl(path: &std::path::Path, words: &[String]) -> ExitCode {
+    match control::request(path, &words.join(" ")) {
+        Ok(reply) => {
+            println!("{reply}");
+            if reply == "ok" || reply.starts_with("ok ") {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
         }
-        let mut val = || it.next().ok_or_else(|| format!("{opt} needs a value"));
-        match opt.as_str() {
-            "--socket" => a.socket = PathBuf::from(val()?),
-            "--guid" => {
-                let v = val()?;
-                let hex = v.trim_start_matches("0x");
-                a.guid =
-                    Some(u64::from_str_radix(hex, 16).map_err(|e| format!("--guid {v}: {e}"))?);
-            }
-            "--index" => {
-                let v = val()?;
-                a.index = v.parse().map_err(|e| format!("--index {v}: {e}"))?;
-            }
-            "--link" => {
-                a.link_up = match val()?.as_str() {
-                    "up" => true,
-                    "down" => false,
-                    v => return Err(format!("--link wants up or down, not {v}")),
-                }
-            }
-            "--log" => a.log = Some(PathBuf::from(val()?)),
-            "--log-level" => {
-                let v = val()?;
-                a.level = v
-                    .parse()
-                    .map_err(|_| format!("--log-level {v}: not a level"))?;
-            }
-            "--inject" => a.fault = Some(val()?.parse()?),
-            "--attr" => a.attrs.push(parse_attr(&val()?)?),
-            "--ready-fd" => {
-                let v = val()?;
-                a.ready_fd = Some(v.parse().map_err(|e| format!("--ready-fd {v}: {e}"))?);
-            }
-            _ => return Err(format!("unknown option {opt}")),
+        Err(e) => {
+            println!("error: {}: {e}", path.display());
+            ExitCode::FAILURE
         }
     }
-    if a.socket.as_os_str().is_empty() {
-        return Err("--socket is required".into());
-    }
-    Ok(Some(a))
 }
 
 fn main() -> ExitCode {
-    let args = match parse() {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            print!("{HELP}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("ordma-model: {e} (see --help)");
-            return ExitCode::from(2);
-        }
+    let args = Args::parse();
+    if let Some(Cmd::Ctl { control, words }) = &args.cmd {
+        return ctl(control, words);
+    }
+    let Some(socket) = args.socket.clone() else {
+        eprintln!("ordma-model: --socket is required (see --help)");
+        return ExitCode::from(2);
     };
+    // tracing-subscriber's `init` also installs the `log` bridge (tracing-log), so the
+    // vfio_user crate's messages land in the same log, filtered by the same level.
     let sub = tracing_subscriber::fmt()
-        .with_max_level(args.level)
+        .with_max_level(args.log_level)
         .with_ansi(false);
     match &args.log {
         Some(path) => match std::fs::File::create(path) {
@@ -159,30 +189,35 @@ fn main() -> ExitCode {
 
     let guid = args.guid.unwrap_or(0x0200_0000_0000_0000 | args.index);
     let mut config = NicConfig::with_guid(guid);
-    config.link_up = args.link_up;
+    config.link_up = args.link == Link::Up;
     // CAST: LIDs are 16-bit; --index is at most a few NICs.
     config.lid = (args.index + 1) as u16;
-    config.fault = args.fault;
-    for (name, n) in &args.attrs {
-        if let Err(e) = set_attr(&mut config.attrs, name, *n) {
-            eprintln!("ordma-model: {e} (see --help)");
-            return ExitCode::from(2);
-        }
+    config.fault = args.inject;
+    for (attr, n) in &args.attr {
+        set_attr(&mut config.attrs, *attr, *n);
     }
-    info!(nic = args.index, guid = format_args!("{guid:016x}"), socket = %args.socket.display(), "starting");
+    info!(nic = args.index, guid = format_args!("{guid:016x}"), socket = %socket.display(), "starting");
 
-    let server =
-        match vfio_user::Server::new(&args.socket, true, Backend::irqs(), Backend::regions()) {
-            Ok(s) => s,
+    let server = match vfio_user::Server::new(&socket, true, Backend::irqs(), Backend::regions()) {
+        Ok(s) => s,
+        Err(e) => {
+            error!(%e, "cannot listen");
+            eprintln!("ordma-model: cannot listen on {}: {e}", socket.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let dev = Arc::new(Device::new(Nic::new(config), GuestRam::default()));
+    let _control = match &args.control {
+        Some(path) => match control::Listener::spawn(path, Arc::clone(&dev)) {
+            Ok(l) => Some(l),
             Err(e) => {
-                error!(%e, "cannot listen");
-                eprintln!(
-                    "ordma-model: cannot listen on {}: {e}",
-                    args.socket.display()
-                );
+                error!(%e, path = %path.display(), "cannot listen for control requests");
+                eprintln!("ordma-model: cannot listen on {}: {e}", path.display());
                 return ExitCode::FAILURE;
             }
-        };
+        },
+        None => None,
+    };
     if let Some(fd) = args.ready_fd {
         // SAFETY: the caller handed us this descriptor for exactly this use (--ready-fd); we
         // take ownership and close it after the one write.
@@ -193,8 +228,10 @@ fn main() -> ExitCode {
         }
     }
     info!("listening");
-    let mut backend = Backend::new(Nic::new(config));
-    match server.run(&mut backend) {
+    let mut backend = Backend::new(Arc::clone(&dev));
+    let result = server.run(&mut backend);
+    info!(counters = %dev.lock().nic.counters(), "final counts");
+    match result {
         Ok(()) => {
             info!("QEMU disconnected; exiting");
             ExitCode::SUCCESS
@@ -203,5 +240,62 @@ fn main() -> ExitCode {
             error!(%e, "vfio-user connection failed");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_harness_command_lines_parse_as_before() {
+        // What qemu-test/vm-inner.sh passes, with a test's --nic-args after it: a repeated
+        // option's last value wins, --attr accumulates.
+        let a = Args::try_parse_from([
+            "ordma-model",
+            "--socket",
+            "/tmp/nic1.sock",
+            "--index",
+            "1",
+            "--log",
+            "/tmp/nic1.log",
+            "--log-level",
+            "info",
+            "--control",
+            "/tmp/nic1.ctl",
+            "--log-level",
+            "debug",
+            "--attr",
+            "max_qp=77",
+            "--attr",
+            "max_pd=4",
+            "--link",
+            "down",
+            "--inject",
+            "reset-stuck",
+            "--guid",
+            "0x0200000000000042",
+            "--ready-fd",
+            "3",
+        ])
+        .unwrap();
+        assert_eq!(a.log_level, tracing::Level::DEBUG);
+        assert_eq!(a.attr, vec![(Attr::MaxQp, 77), (Attr::MaxPd, 4)]);
+        assert_eq!((a.index, a.link, a.ready_fd), (1, Link::Down, Some(3)));
+        assert_eq!(a.inject, Some(Fault::ResetStuck));
+        assert_eq!(a.guid, Some(0x0200_0000_0000_0042));
+        assert!(a.control.is_some() && a.cmd.is_none());
+        for bad in [
+            &["ordma-model", "--index", "1"][..],
+            &["ordma-model", "--socket", "s", "--attr", "max_foo=1"],
+            &["ordma-model", "--socket", "s", "--link", "sideways"],
+            &["ordma-model", "--socket", "s", "--log-level", "loud"],
+            &["ordma-model", "--socket", "s", "--bogus"],
+        ] {
+            assert!(Args::try_parse_from(bad).is_err(), "{bad:?}");
+        }
+        let c =
+            Args::try_parse_from(["ordma-model", "ctl", "--control", "p", "link", "down"]).unwrap();
+        assert!(matches!(c.cmd, Some(Cmd::Ctl { ref words, .. }) if words == &["link", "down"]));
     }
 }

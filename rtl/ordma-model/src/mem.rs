@@ -1,11 +1,22 @@
 //! Guest memory as the NIC's DMA engine sees it.
 //!
-//! The engine reaches host (guest) RAM only through [`GuestMemory`]: the vfio-user server
-//! implements it over the memory regions QEMU shares with DMA_MAP, and [`MockMemory`] over
-//! plain vectors for unit tests. Every access is bounds-checked by the implementation; a
-//! failed access is an error the engine turns into an error status or event.
+//! The engine reaches guest RAM only through [`Dma`], a consumer-side trait implemented for
+//! every [`vm_memory::GuestMemory`]: the vfio-user server's [`GuestRam`] (the memfds QEMU
+//! shares with DMA_MAP) and, in tests, vm-memory's anonymous [`GuestMemoryMmap`]. Accesses go
+//! through vm-memory's volatile `Bytes` accessors (vCPUs write the same memory concurrently)
+//! and are bounds-checked first: a range that is not mapped in full is an error the engine
+//! turns into an error status or event, and nothing is written then.
 
 use std::fmt;
+use std::fs::File;
+
+use tracing::debug;
+use vm_memory::{
+    Bytes, FileOffset, GuestAddress, GuestAddressSpace, GuestMemoryAtomic, GuestMemoryBackend,
+    GuestMemoryRegion, GuestRegionMmap, Permissions,
+};
+
+pub use vm_memory::GuestMemoryMmap;
 
 /// A DMA access outside the memory the NIC can reach.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,75 +40,162 @@ impl fmt::Display for DmaError {
 impl std::error::Error for DmaError {}
 
 /// Host memory reachable by DMA.
-pub trait GuestMemory {
+pub trait Dma {
     /// Copies `buf.len()` bytes at bus address `addr` into `buf`.
     ///
     /// # Errors
     ///
     /// [`DmaError`] if any byte of the range is not mapped.
-    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), DmaError>;
+    fn dma_read(&self, addr: u64, buf: &mut [u8]) -> Result<(), DmaError>;
 
     /// Copies `data` to bus address `addr`.
     ///
     /// # Errors
     ///
     /// [`DmaError`] if any byte of the range is not mapped (nothing is written then).
-    fn write(&self, addr: u64, data: &[u8]) -> Result<(), DmaError>;
+    fn dma_write(&self, addr: u64, data: &[u8]) -> Result<(), DmaError>;
 
     /// Whether the whole range `[addr, addr + len)` is mapped.
-    fn contains(&self, addr: u64, len: u64) -> bool;
+    fn reachable(&self, addr: u64, len: u64) -> bool;
 }
 
-/// Guest memory for tests: regions of plain bytes at chosen bus addresses.
-#[derive(Default)]
-pub struct MockMemory {
-    regions: std::cell::RefCell<Vec<(u64, Vec<u8>)>>,
+/// Whether `[addr, addr + len)` is mapped in `m` for `access`, without overflow.
+fn check<M: vm_memory::GuestMemory + ?Sized>(
+    m: &M,
+    addr: u64,
+    len: usize,
+    access: Permissions,
+) -> bool {
+    u64::try_from(len)
+        .ok()
+        .and_then(|l| addr.checked_add(l))
+        .is_some()
+        && m.check_range(GuestAddress(addr), len, access)
 }
 
-impl MockMemory {
-    /// Empty memory: every access fails.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds a zeroed region of `len` bytes at `addr`.
-    pub fn add_region(&self, addr: u64, len: usize) {
-        self.regions.borrow_mut().push((addr, vec![0; len]));
-    }
-
-    fn find(&self, addr: u64, len: usize) -> Option<(usize, usize)> {
-        let end = addr.checked_add(len as u64)?;
-        self.regions
-            .borrow()
-            .iter()
-            .enumerate()
-            .find_map(|(i, (base, bytes))| {
-                let rend = base.checked_add(bytes.len() as u64)?;
-                (addr >= *base && end <= rend).then(|| (i, (addr - base) as usize))
-            })
-    }
-}
-
-impl GuestMemory for MockMemory {
-    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), DmaError> {
-        let (i, off) = self.find(addr, buf.len()).ok_or(DmaError {
+impl<M: vm_memory::GuestMemory + ?Sized> Dma for M {
+    fn dma_read(&self, addr: u64, buf: &mut [u8]) -> Result<(), DmaError> {
+        let err = DmaError {
             addr,
             len: buf.len(),
-        })?;
-        buf.copy_from_slice(&self.regions.borrow()[i].1[off..off + buf.len()]);
-        Ok(())
+        };
+        if !check(self, addr, buf.len(), Permissions::Read) {
+            return Err(err);
+        }
+        self.read_slice(buf, GuestAddress(addr)).map_err(|_| err)
     }
 
-    fn write(&self, addr: u64, data: &[u8]) -> Result<(), DmaError> {
-        let (i, off) = self.find(addr, data.len()).ok_or(DmaError {
+    fn dma_write(&self, addr: u64, data: &[u8]) -> Result<(), DmaError> {
+        let err = DmaError {
             addr,
             len: data.len(),
-        })?;
-        self.regions.borrow_mut()[i].1[off..off + data.len()].copy_from_slice(data);
+        };
+        if !check(self, addr, data.len(), Permissions::Write) {
+            return Err(err);
+        }
+        self.write_slice(data, GuestAddress(addr)).map_err(|_| err)
+    }
+
+    fn reachable(&self, addr: u64, len: u64) -> bool {
+        usize::try_from(len).is_ok_and(|len| check(self, addr, len, Permissions::ReadWrite))
+    }
+}
+
+/// Anonymous guest memory for tests: zeroed regions at the given bus addresses.
+///
+/// # Errors
+///
+/// vm-memory's, for overlapping or unsorted ranges or a failed allocation.
+pub fn anonymous(
+    ranges: &[(u64, usize)],
+) -> Result<GuestMemoryMmap, vm_memory::mmap::FromRangesError> {
+    let ranges: Vec<_> = ranges.iter().map(|&(a, l)| (GuestAddress(a), l)).collect();
+    GuestMemoryMmap::from_ranges(&ranges)
+}
+
+/// The guest memory QEMU has mapped for DMA (DMA_MAP with a memfd).
+///
+/// The vfio-user loop maps and unmaps; any thread takes a [`GuestRam::snapshot`] and DMAs
+/// through it. A snapshot keeps its regions mapped while it lives, so an unmap racing with a
+/// DMA cannot pull memory from under it (vm-memory's `GuestMemoryAtomic`).
+pub struct GuestRam {
+    mem: GuestMemoryAtomic<GuestMemoryMmap>,
+}
+
+impl Default for GuestRam {
+    fn default() -> Self {
+        Self::new(GuestMemoryMmap::new())
+    }
+}
+
+/// A consistent view of the mapped guest memory, for the duration of some DMA.
+pub type Snapshot = vm_memory::atomic::GuestMemoryLoadGuard<GuestMemoryMmap>;
+
+impl GuestRam {
+    /// Guest memory starting as `mem` (tests; the server starts empty).
+    pub fn new(mem: GuestMemoryMmap) -> Self {
+        Self {
+            mem: GuestMemoryAtomic::new(mem),
+        }
+    }
+
+    /// The memory mapped now.
+    pub fn snapshot(&self) -> Snapshot {
+        self.mem.memory()
+    }
+
+    /// Maps `size` bytes of `fd` at file offset `offset` as bus addresses `iova..`.
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` for an empty, overflowing or overlapping range, or the error of `mmap`.
+    pub fn map(&self, iova: u64, size: u64, fd: File, offset: u64) -> std::io::Result<()> {
+        let einval = |what: &dyn fmt::Display| {
+            debug!(iova = format_args!("{iova:#x}"), size, %what, "DMA map refused");
+            std::io::Error::from_raw_os_error(libc::EINVAL)
+        };
+        let len = usize::try_from(size).map_err(|_| einval(&"size"))?;
+        if size == 0 || iova.checked_add(size).is_none() {
+            return Err(einval(&"empty or overflowing range"));
+        }
+        let region =
+            GuestRegionMmap::from_range(GuestAddress(iova), len, Some(FileOffset::new(fd, offset)))
+                .map_err(|e| einval(&e))?;
+        let guard = self.mem.lock().map_err(|_| einval(&"lock"))?;
+        let next = self
+            .mem
+            .memory()
+            .insert_region(std::sync::Arc::new(region))
+            .map_err(|e| einval(&e))?;
+        guard.replace(next);
+        debug!(iova = format_args!("{iova:#x}"), size, "DMA map");
         Ok(())
     }
 
-    fn contains(&self, addr: u64, len: u64) -> bool {
-        usize::try_from(len).is_ok_and(|len| self.find(addr, len).is_some())
+    /// Unmaps every region inside `[iova, iova + size)`; `all` unmaps everything.
+    pub fn unmap(&self, iova: u64, size: u64, all: bool) {
+        let Ok(guard) = self.mem.lock() else { return };
+        let end = iova.saturating_add(size);
+        let now = self.mem.memory();
+        let mut next = (*now).clone();
+        let gone: Vec<(GuestAddress, u64)> = now
+            .iter()
+            .filter(|r| {
+                let (s, l) = (r.start_addr().0, r.len());
+                all || (s >= iova && s.saturating_add(l) <= end)
+            })
+            .map(|r| (r.start_addr(), r.len()))
+            .collect();
+        for (start, len) in gone {
+            if let Ok((rest, _)) = next.remove_region(start, len) {
+                debug!(
+                    iova = format_args!("{:#x}", start.0),
+                    size = len,
+                    "DMA unmap"
+                );
+                next = rest;
+            }
+        }
+        guard.replace(next);
     }
 }

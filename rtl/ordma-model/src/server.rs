@@ -7,10 +7,10 @@
 //! answers them the hardware way.
 
 use std::fs::File;
-use std::io::Write;
 use std::mem::size_of;
+use std::sync::Arc;
 
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 use vfio_bindings::bindings::vfio::{
     vfio_region_info, VFIO_DMA_UNMAP_FLAG_ALL, VFIO_IRQ_INFO_EVENTFD, VFIO_IRQ_INFO_NORESIZE,
     VFIO_IRQ_SET_ACTION_TRIGGER, VFIO_IRQ_SET_DATA_EVENTFD, VFIO_IRQ_SET_DATA_NONE,
@@ -20,47 +20,24 @@ use vfio_bindings::bindings::vfio::{
 };
 use vfio_user::{DmaMapFlags, DmaUnmapFlags, IrqInfo, ServerBackend, ServerRegion};
 
-use crate::engine::{Interrupts, Nic};
+use crate::device::Device;
+use crate::engine::Interrupts;
 use crate::pci::{ConfigSpace, CONFIG_SIZE, MSIX_BAR, MSIX_BAR_SIZE};
-use crate::shared::SharedMemory;
 use ordma_hw as hw;
 
-/// The MSI-X eventfds QEMU gave us, by vector.
-#[derive(Default)]
-pub struct Msix {
-    fds: Vec<Option<File>>,
-}
-
-impl Interrupts for Msix {
-    fn raise(&self, vector: u16) {
-        match self.fds.get(usize::from(vector)).and_then(Option::as_ref) {
-            Some(mut fd) => {
-                if let Err(e) = fd.write_all(&1u64.to_ne_bytes()) {
-                    warn!(vector, %e, "MSI-X eventfd write failed");
-                }
-                debug!(vector, "MSI-X");
-            }
-            None => debug!(vector, "MSI-X vector not set up: interrupt dropped"),
-        }
-    }
-}
-
-/// One NIC behind one vfio-user socket.
+/// One NIC behind one vfio-user socket. The configuration space is the loop's alone; the
+/// NIC, guest memory and interrupts are the shared [`Device`].
 pub struct Backend {
-    nic: Nic,
+    dev: Arc<Device>,
     config: ConfigSpace,
-    mem: SharedMemory,
-    msix: Msix,
 }
 
 impl Backend {
-    /// A backend for `nic`.
-    pub fn new(nic: Nic) -> Self {
+    /// A backend for `dev`.
+    pub fn new(dev: Arc<Device>) -> Self {
         Self {
-            nic,
+            dev,
             config: ConfigSpace::new(),
-            mem: SharedMemory::default(),
-            msix: Msix::default(),
         }
     }
 
@@ -131,7 +108,12 @@ impl ServerBackend for Backend {
         match region {
             VFIO_PCI_CONFIG_REGION_INDEX => self.config.read(offset, data),
             VFIO_PCI_BAR0_REGION_INDEX => {
-                let v = self.nic.bar0_read(offset, data.len()).to_le_bytes();
+                let v = self
+                    .dev
+                    .lock()
+                    .nic
+                    .bar0_read(offset, data.len())
+                    .to_le_bytes();
                 for (d, s) in data
                     .iter_mut()
                     .zip(v.iter().chain(std::iter::repeat(&0xff)))
@@ -147,7 +129,14 @@ impl ServerBackend for Backend {
 
     fn region_write(&mut self, region: u32, offset: u64, data: &[u8]) -> std::io::Result<()> {
         match region {
-            VFIO_PCI_CONFIG_REGION_INDEX => self.config.write(offset, data),
+            VFIO_PCI_CONFIG_REGION_INDEX => {
+                self.config.write(offset, data);
+                let bme = self.config.bus_master();
+                let mut l = self.dev.lock();
+                if l.nic.bus_master() != bme {
+                    l.nic.set_bus_master(bme, &*l.mem, l.irq);
+                }
+            }
             VFIO_PCI_BAR0_REGION_INDEX => {
                 let value = le_value(data);
                 debug!(
@@ -155,8 +144,8 @@ impl ServerBackend for Backend {
                     value = format_args!("{value:#x}"),
                     "BAR0 write"
                 );
-                self.nic
-                    .bar0_write(offset, data.len(), value, &self.mem, &self.msix);
+                let mut l = self.dev.lock();
+                l.nic.bar0_write(offset, data.len(), value, &*l.mem, l.irq);
             }
             VFIO_PCI_BAR2_REGION_INDEX => {
                 debug!(
@@ -188,20 +177,20 @@ impl ServerBackend for Backend {
             return Ok(());
         };
         debug!(?flags, "DMA_MAP");
-        self.mem.map(address, size, &fd, offset)
+        self.dev.mem.map(address, size, fd, offset)
     }
 
     fn dma_unmap(&mut self, flags: DmaUnmapFlags, address: u64, size: u64) -> std::io::Result<()> {
         // QEMU's "unmap all" is VFIO_DMA_UNMAP_FLAG_ALL; the crate's flag names do not match
         // the protocol's bit values, so test the protocol's.
         let all = flags.bits() & VFIO_DMA_UNMAP_FLAG_ALL != 0;
-        self.mem.unmap(address, size, all);
+        self.dev.mem.unmap(address, size, all);
         Ok(())
     }
 
     fn reset(&mut self) -> std::io::Result<()> {
         info!("device reset from QEMU");
-        self.nic.reset();
+        self.dev.lock().nic.reset();
         Ok(())
     }
 
@@ -218,28 +207,27 @@ impl ServerBackend for Backend {
             return Ok(());
         }
         let n = usize::from(hw::NUM_VECTORS);
-        self.msix.fds.resize_with(n, || None);
         let start = start as usize;
         if flags & VFIO_IRQ_SET_DATA_NONE != 0 && count == 0 {
             info!("MSI-X disabled");
-            self.msix.fds.iter_mut().for_each(|f| *f = None);
+            self.dev.msix.clear();
             return Ok(());
         }
         if flags & VFIO_IRQ_SET_DATA_NONE != 0 {
             // A trigger from QEMU itself.
-            for v in start..start.saturating_add(count as usize) {
-                self.msix.raise(u16::try_from(v).unwrap_or(u16::MAX));
+            for v in start..start.saturating_add(count as usize).min(n) {
+                self.dev.msix.raise(u16::try_from(v).unwrap_or(u16::MAX));
             }
             return Ok(());
         }
         if flags & VFIO_IRQ_SET_DATA_EVENTFD != 0 {
             // One message per fd (max_msg_fds 1); a run of unassigned vectors has no fds.
             let mut fds = fds.into_iter();
-            for v in start..start.saturating_add(count as usize) {
+            for v in start..start.saturating_add(count as usize).min(n) {
                 let fd = fds.next();
-                if let Some(slot) = self.msix.fds.get_mut(v) {
-                    info!(vector = v, set = fd.is_some(), "MSI-X eventfd");
-                    *slot = fd;
+                let set = fd.is_some();
+                if self.dev.msix.set(v, n, fd) {
+                    info!(vector = v, set, "MSI-X eventfd");
                 }
             }
         }

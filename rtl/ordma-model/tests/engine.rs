@@ -3,8 +3,9 @@
 use std::cell::RefCell;
 
 use ordma_hw as hw;
+use ordma_model::engine::counters::Anomaly;
 use ordma_model::engine::{Interrupts, Nic, NicConfig};
-use ordma_model::mem::{GuestMemory, MockMemory};
+use ordma_model::mem::{anonymous, Dma, GuestMemoryMmap};
 
 #[derive(Default)]
 struct Irqs(RefCell<Vec<u16>>);
@@ -25,13 +26,16 @@ const SQ: u64 = 0x10_0000;
 const CQ: u64 = 0x20_0000;
 const EQ: u64 = 0x30_0000;
 const BUF: u64 = 0x40_0000;
+/// Each region's length: half the distance, so no access runs from one into the next.
+const LEN: usize = 0x8_0000;
 const GUID: u64 = 0x0200_00ff_fe00_0042;
 
 struct Rig {
     nic: Nic,
-    mem: MockMemory,
+    mem: GuestMemoryMmap,
     irq: Irqs,
     prod: u16,
+    aq_log: u32,
 }
 
 impl Rig {
@@ -40,23 +44,28 @@ impl Rig {
     }
 
     fn with_config(config: NicConfig) -> Self {
-        let mem = MockMemory::new();
-        for base in [SQ, CQ, EQ, BUF] {
-            mem.add_region(base, 0x10_0000);
-        }
+        let mem = anonymous(&[(SQ, LEN), (CQ, LEN), (EQ, LEN), (BUF, LEN)]).unwrap();
+        let irq = Irqs::default();
+        let mut nic = Nic::new(config);
+        // The driver enables bus mastering before it touches the NIC.
+        nic.set_bus_master(true, &mem, &irq);
         Self {
-            nic: Nic::new(config),
+            nic,
             mem,
-            irq: Irqs::default(),
+            irq,
             prod: 0,
+            aq_log: 0,
         }
     }
 
     fn w(&mut self, reg: usize, v: u32) {
+        if reg == hw::REG_AQ_LOG_DEPTH {
+            self.aq_log = v;
+        }
         self.nic.bar0_write(reg as u64, 4, v, &self.mem, &self.irq);
     }
 
-    fn r(&self, reg: usize) -> u32 {
+    fn r(&mut self, reg: usize) -> u32 {
         self.nic.bar0_read(reg as u64, 4)
     }
 
@@ -81,8 +90,9 @@ impl Rig {
         rig
     }
 
+    /// The admin queue depth the test programmed (as the driver knows it).
     fn depth(&self) -> u16 {
-        1 << self.r(hw::REG_AQ_LOG_DEPTH)
+        1 << self.aq_log
     }
 
     /// Submits raw SQ entries and rings the doorbell.
@@ -90,7 +100,7 @@ impl Rig {
         for e in entries {
             let slot = u64::from(self.prod % self.depth());
             self.mem
-                .write(SQ + slot * hw::AQ_SQE_SIZE as u64, e)
+                .dma_write(SQ + slot * hw::AQ_SQE_SIZE as u64, e)
                 .unwrap();
             self.prod = self.prod.wrapping_add(1);
         }
@@ -115,7 +125,7 @@ impl Rig {
         let mut b = [0u8; hw::AQ_CQE_SIZE];
         let slot = u64::from(index % self.depth());
         self.mem
-            .read(CQ + slot * hw::AQ_CQE_SIZE as u64, &mut b)
+            .dma_read(CQ + slot * hw::AQ_CQE_SIZE as u64, &mut b)
             .unwrap();
         hw::AdminCompletion::decode(&b)
     }
@@ -123,7 +133,7 @@ impl Rig {
     fn event(&self, index: u16) -> hw::Event {
         let mut b = [0u8; hw::EQE_SIZE];
         self.mem
-            .read(EQ + u64::from(index % 16) * hw::EQE_SIZE as u64, &mut b)
+            .dma_read(EQ + u64::from(index % 16) * hw::EQE_SIZE as u64, &mut b)
             .unwrap();
         hw::Event::decode(&b)
     }
@@ -131,7 +141,7 @@ impl Rig {
 
 #[test]
 fn power_on_state() {
-    let rig = Rig::new();
+    let mut rig = Rig::new();
     assert_eq!(rig.r(hw::REG_VERSION), hw::VERSION);
     assert_eq!(rig.r(hw::REG_STATUS), hw::STATUS_READY);
     assert_eq!(rig.r(hw::REG_ERROR), hw::ERR_NONE);
@@ -166,7 +176,7 @@ fn query_device_end_to_end() {
     );
     assert_eq!(rig.irq.take(), vec![hw::VECTOR_ADMIN]);
     let mut b = [0u8; hw::DEVICE_ATTRS_SIZE];
-    rig.mem.read(BUF, &mut b).unwrap();
+    rig.mem.dma_read(BUF, &mut b).unwrap();
     let attrs = hw::DeviceAttrs::decode(&b);
     assert_eq!(attrs.node_guid, GUID);
     assert_eq!(attrs.num_ports, 1);
@@ -176,11 +186,11 @@ fn query_device_end_to_end() {
 #[test]
 fn short_response_buffer_gets_a_truncated_response() {
     let mut rig = Rig::enabled(3);
-    rig.mem.write(BUF + 8, &[0xaa; 8]).unwrap();
+    rig.mem.dma_write(BUF + 8, &[0xaa; 8]).unwrap();
     rig.submit_raw(&[Rig::query_device(1, BUF, 8)]);
     assert_eq!(rig.completion(0).result, 8);
     let mut b = [0u8; 8];
-    rig.mem.read(BUF + 8, &mut b).unwrap();
+    rig.mem.dma_read(BUF + 8, &mut b).unwrap();
     assert_eq!(b, [0xaa; 8], "nothing written past resp_len");
 }
 
@@ -271,7 +281,7 @@ fn enable_rejects_bad_queue_configurations() {
         ),
         (
             "EQ past the end of memory",
-            Box::new(|r: &mut Rig| r.w(hw::REG_EQ_BASE, (EQ + 0x10_0000 - 4096) as u32)),
+            Box::new(|r: &mut Rig| r.w(hw::REG_EQ_BASE, (EQ + LEN as u64 - 4096) as u32)),
         ),
     ];
     for (name, break_it) in cases {
@@ -383,7 +393,7 @@ fn reset_stops_the_queues() {
     rig.w(hw::REG_CONTROL, hw::CONTROL_RESET);
     assert_eq!(rig.r(hw::REG_STATUS), hw::STATUS_READY);
     // The old queues are gone: a doorbell now is an error, and nothing is written to them.
-    rig.mem.write(CQ, &[0; 16]).unwrap();
+    rig.mem.dma_write(CQ, &[0; 16]).unwrap();
     rig.submit_raw(&[Rig::query_device(9, BUF, 64)]);
     assert_eq!(rig.r(hw::REG_ERROR), hw::ERR_BAD_DOORBELL);
     assert_eq!(rig.completion(0).cmd_id, 0);
@@ -397,6 +407,7 @@ fn injected_faults_behave_as_documented() {
         let mut config = NicConfig::with_guid(GUID);
         config.fault = Some(fault);
         rig.nic = Nic::new(config);
+        rig.nic.set_bus_master(true, &rig.mem, &rig.irq);
         rig
     };
     assert_eq!(mk(Fault::BadVersion).r(hw::REG_VERSION), 2 << 16);
@@ -438,7 +449,7 @@ fn query_port_reports_the_link_state() {
     );
     assert_eq!(rig.completion(2).status, hw::AQ_BAD_PARAM, "one port only");
     let mut b = [0u8; hw::PORT_ATTRS_SIZE];
-    rig.mem.read(BUF, &mut b).unwrap();
+    rig.mem.dma_read(BUF, &mut b).unwrap();
     let a = hw::PortAttrs::decode(&b);
     assert_eq!(
         (a.state, a.phys_state, a.lid, a.port_guid),
@@ -446,7 +457,7 @@ fn query_port_reports_the_link_state() {
     );
     rig.nic.set_link(false, &rig.mem, &rig.irq);
     rig.submit_raw(&[q(1, 32)]);
-    rig.mem.read(BUF, &mut b).unwrap();
+    rig.mem.dma_read(BUF, &mut b).unwrap();
     assert_eq!(hw::PortAttrs::decode(&b).state, hw::PORT_STATE_DOWN);
 }
 
@@ -523,4 +534,133 @@ fn pds_are_allocated_lowest_first_up_to_max_pd_and_freed_once() {
     // A reset frees them all.
     rig.w(hw::REG_CONTROL, hw::CONTROL_RESET);
     assert_eq!(rig.nic.pds_in_use(), 0);
+}
+
+#[test]
+fn no_dma_and_no_msix_while_bus_mastering_is_off() {
+    let mut rig = Rig::enabled(3);
+    rig.w(hw::REG_EQ_DB, 1 | hw::EQ_DB_ARM); // consume PORT_ACTIVE, arm
+    rig.nic.set_bus_master(false, &rig.mem, &rig.irq);
+    let before = rig.nic.counters().get(Anomaly::DmaRefused);
+
+    // A command and a link change: latched and held, nothing written, no interrupt.
+    rig.submit_raw(&[Rig::query_device(0x55, BUF, 64)]);
+    rig.nic.set_link(false, &rig.mem, &rig.irq);
+    assert_eq!(rig.completion(0).cmd_id, 0, "no completion written");
+    assert!(!rig.event(1).phase, "no event written");
+    let mut b = [0u8; 8];
+    rig.mem.dma_read(BUF, &mut b).unwrap();
+    assert_eq!(b, [0; 8], "no response written");
+    assert_eq!(rig.irq.take(), Vec::<u16>::new());
+    assert_eq!(rig.nic.commands_completed, 0);
+    assert_eq!(rig.nic.counters().get(Anomaly::DmaRefused), before + 2);
+    // The doorbell was still checked: a bad one is fatal at once, BME or not.
+    assert_eq!(rig.r(hw::REG_STATUS) & hw::STATUS_FATAL, 0);
+
+    // Back on: the held work runs, nothing lost, each interrupt once.
+    rig.nic.set_bus_master(true, &rig.mem, &rig.irq);
+    let c = rig.completion(0);
+    assert_eq!((c.cmd_id, c.status), (0x55, hw::AQ_OK));
+    let e = rig.event(1);
+    assert_eq!((e.kind, e.phase, e.data), (hw::EVENT_PORT_DOWN, true, 1));
+    let mut irqs = rig.irq.take();
+    irqs.sort_unstable();
+    assert_eq!(irqs, vec![hw::VECTOR_ADMIN, hw::VECTOR_EVENT]);
+}
+
+#[test]
+fn a_held_interrupt_is_sent_when_bus_mastering_returns() {
+    let mut rig = Rig::enabled(3);
+    rig.nic.set_bus_master(false, &rig.mem, &rig.irq);
+    // Arming with an unconsumed event interrupts at once, but MSI-X is a DMA write.
+    rig.w(hw::REG_EQ_DB, hw::EQ_DB_ARM);
+    assert_eq!(rig.irq.take(), Vec::<u16>::new());
+    rig.nic.set_bus_master(true, &rig.mem, &rig.irq);
+    assert_eq!(rig.irq.take(), vec![hw::VECTOR_EVENT]);
+    // Toggling again does not repeat it.
+    rig.nic.set_bus_master(false, &rig.mem, &rig.irq);
+    rig.nic.set_bus_master(true, &rig.mem, &rig.irq);
+    assert_eq!(rig.irq.take(), Vec::<u16>::new());
+}
+
+#[test]
+fn enable_without_bus_mastering_holds_the_first_event() {
+    let mut rig = Rig::new();
+    rig.nic.set_bus_master(false, &rig.mem, &rig.irq);
+    rig.program(3, 4);
+    rig.w(hw::REG_CONTROL, hw::CONTROL_ENABLE);
+    // Address checks are not DMA: the queues start.
+    assert_eq!(rig.r(hw::REG_STATUS), hw::STATUS_READY | hw::STATUS_ENABLED);
+    assert!(!rig.event(0).phase, "PORT_ACTIVE held");
+    rig.nic.set_bus_master(true, &rig.mem, &rig.irq);
+    assert_eq!(rig.event(0).kind, hw::EVENT_PORT_ACTIVE);
+    assert!(rig.event(0).phase);
+}
+
+#[test]
+fn a_reset_drops_held_work_but_keeps_bus_mastering_and_counters() {
+    let mut rig = Rig::enabled(3);
+    rig.nic.set_bus_master(false, &rig.mem, &rig.irq);
+    rig.submit_raw(&[Rig::query_device(1, BUF, 64)]);
+    rig.w(hw::REG_CONTROL, hw::CONTROL_RESET);
+    rig.nic.set_bus_master(true, &rig.mem, &rig.irq);
+    assert_eq!(
+        rig.completion(0).cmd_id,
+        0,
+        "the reset dropped the latched doorbell"
+    );
+    assert_eq!(rig.irq.take(), Vec::<u16>::new());
+    assert!(rig.nic.bus_master());
+    assert_eq!(rig.nic.counters().get(Anomaly::DmaRefused), 1);
+}
+
+/// Counts the lines a tracing subscriber writes.
+#[derive(Clone, Default)]
+struct LineCount(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl std::io::Write for LineCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = buf.iter().filter(|&&b| b == b'\n').count();
+        self.0.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn hammering_bad_input_logs_a_bounded_number_of_lines() {
+    let lines = LineCount::default();
+    let writer = lines.clone();
+    let sub = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(move || writer.clone())
+        .finish();
+    let mut rig = Rig::enabled(3);
+    tracing::subscriber::with_default(sub, || {
+        // 10000 bad commands, then 10000 doorbells with the queues off.
+        for i in 0..10_000u32 {
+            let bad = hw::AdminCmd {
+                opcode: 0x7f,
+                cmd_id: i,
+                params: [0; 56],
+            }
+            .encode();
+            rig.submit_raw(&[bad]);
+        }
+        rig.w(hw::REG_CONTROL, hw::CONTROL_RESET);
+        for _ in 0..10_000 {
+            rig.w(hw::REG_AQ_SQ_DB, 1);
+        }
+    });
+    let c = rig.nic.counters();
+    assert_eq!(c.get(Anomaly::BadCommand), 10_000);
+    assert_eq!(c.get(Anomaly::BadDoorbell), 10_000);
+    let n = lines.0.load(std::sync::atomic::Ordering::Relaxed);
+    // Per kind: 8 in full and one per power of two up to 2^13; a few info lines (reset,
+    // the one fatal error).
+    assert!(n <= 2 * (8 + 11) + 4, "{n} log lines for 20000 bad inputs");
+    assert!(n >= 16, "the first ones are logged ({n})");
 }

@@ -9,7 +9,7 @@ use std::cell::RefCell;
 
 use ordma_hw as hw;
 use ordma_model::engine::{Interrupts, Nic, NicConfig};
-use ordma_model::mem::{GuestMemory, MockMemory};
+use ordma_model::mem::{anonymous, Dma, GuestMemoryMmap};
 
 /// xorshift64*: small, deterministic, good enough to explore.
 struct Rng(u64);
@@ -83,6 +83,12 @@ fn value(rng: &mut Rng) -> u32 {
     }
 }
 
+fn read_all(mem: &GuestMemoryMmap) -> Vec<u8> {
+    let mut b = vec![0u8; MEM_LEN];
+    mem.dma_read(MEM_BASE, &mut b).expect("inside the region");
+    b
+}
+
 fn check_invariants(nic: &Nic) {
     let status = nic.status();
     let known = hw::STATUS_READY | hw::STATUS_ENABLED | hw::STATUS_FATAL;
@@ -106,15 +112,15 @@ fn check_invariants(nic: &Nic) {
 #[test]
 fn random_guest_behaviour_never_breaks_the_engine() {
     let n = iters();
-    let (mut completed, mut interrupts) = (0, 0);
+    let (mut completed, mut interrupts, mut bme_offs) = (0, 0, 0);
     for seed in 1..=8u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        let mem = MockMemory::new();
-        mem.add_region(MEM_BASE, MEM_LEN);
+        let mem: GuestMemoryMmap = anonymous(&[(MEM_BASE, MEM_LEN)]).expect("test memory");
         let irq = Irqs::default();
         let mut nic = Nic::new(NicConfig::with_guid(seed));
+        nic.set_bus_master(true, &mem, &irq);
         for _ in 0..n / 8 {
-            match rng.below(10) {
+            match rng.below(11) {
                 0..=4 => {
                     let off = if rng.below(8) == 0 {
                         rng.below(0x2000)
@@ -152,7 +158,7 @@ fn random_guest_behaviour_never_breaks_the_engine() {
                         };
                         e[8..].copy_from_slice(&p.encode());
                     }
-                    mem.write(addr & !63, &e).expect("inside the region");
+                    mem.dma_write(addr & !63, &e).expect("inside the region");
                 }
                 8 => {
                     let _ = nic.bar0_read(rng.below(0x2000), [1, 2, 4, 8][rng.below(4) as usize]);
@@ -174,7 +180,26 @@ fn random_guest_behaviour_never_breaks_the_engine() {
                         nic.bar0_write(reg as u64, 4, v, &mem, &irq);
                     }
                 }
-                _ => nic.set_link(rng.below(2) == 0, &mem, &irq),
+                9 => nic.set_link(rng.below(2) == 0, &mem, &irq),
+                _ => {
+                    // Bus mastering off now and then: while it is, nothing the NIC does
+                    // may change guest memory or raise an interrupt.
+                    let before = *irq.0.borrow();
+                    let snapshot = read_all(&mem);
+                    nic.set_bus_master(false, &mem, &irq);
+                    for _ in 0..rng.below(8) {
+                        let reg = REGS[rng.below(16) as usize];
+                        nic.bar0_write(reg as u64, 4, value(&mut rng), &mem, &irq);
+                        nic.set_link(rng.below(2) == 0, &mem, &irq);
+                    }
+                    assert!(
+                        snapshot == read_all(&mem),
+                        "DMA while bus mastering was off"
+                    );
+                    assert_eq!(*irq.0.borrow(), before, "MSI-X while bus mastering was off");
+                    nic.set_bus_master(true, &mem, &irq);
+                    bme_offs += 1;
+                }
             }
             check_invariants(&nic);
         }
@@ -187,6 +212,7 @@ fn random_guest_behaviour_never_breaks_the_engine() {
         "no admin command ever completed: the generator is too weak"
     );
     assert!(interrupts > 0, "no interrupt was ever raised");
+    assert!(bme_offs > 0, "bus mastering was never turned off");
     println!("{completed} admin commands completed, {interrupts} interrupts");
 }
 

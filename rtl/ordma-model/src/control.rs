@@ -1,0 +1,268 @@
+//! The control channel: a test changes the NIC while the guest runs.
+//!
+//! `ordma-model --control PATH` listens on a Unix stream socket at PATH. Each connection
+//! carries one request line and gets one reply line: `ok`, `ok key=value ...`, or
+//! `error: <message>`. Requests:
+//!
+//! | Request | Effect |
+//! |---|---|
+//! | `link up`, `link down` | the port's link changes; `PORT_ACTIVE`/`PORT_DOWN` is posted (MSI-X if armed) |
+//! | `fatal [CODE]` | the NIC stops as on an internal error: `STATUS.FATAL`, `ERROR = CODE` (default `ERR_INTERNAL`, 5), `EVENT_FATAL` |
+//! | `inject FAULT` | arms an `--inject` fault now (`none` clears it) |
+//! | `status` | `ok link=up\|down enabled=0\|1 fatal=0\|1 error=N bme=0\|1 pds=N commands=N` and every anomaly counter |
+//!
+//! The listener runs on a thread of its own and acts on the shared [`Device`].
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use ordma_hw as hw;
+use tracing::{info, warn};
+
+use crate::device::Device;
+use crate::engine::Fault;
+
+/// The longest request line accepted, in bytes.
+pub const MAX_REQUEST: u64 = 256;
+/// How long either side waits for the other.
+pub const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One parsed control request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// `link up` / `link down`.
+    Link(bool),
+    /// `fatal [CODE]`.
+    Fatal(u32),
+    /// `inject FAULT` (`None`: `inject none`).
+    Inject(Option<Fault>),
+    /// `status`.
+    Status,
+}
+
+/// Parses a request line.
+///
+/// # Errors
+///
+/// A message for the `error:` reply if the line is not a request.
+pub fn parse(line: &str) -> Result<Request, String> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        ["link", "up"] => Ok(Request::Link(true)),
+        ["link", "down"] => Ok(Request::Link(false)),
+        ["link", ..] => Err("usage: link up|down".into()),
+        ["fatal"] => Ok(Request::Fatal(hw::ERR_INTERNAL)),
+        ["fatal", code] => {
+            let code = parse_u32(code).ok_or_else(|| format!("fatal: bad code {code}"))?;
+            if code == hw::ERR_NONE {
+                return Err("fatal: the code must not be 0 (no error)".into());
+            }
+            Ok(Request::Fatal(code))
+        }
+        ["fatal", ..] => Err("usage: fatal [CODE]".into()),
+        ["inject", "none"] => Ok(Request::Inject(None)),
+        ["inject", fault] => Ok(Request::Inject(Some(fault.parse()?))),
+        ["inject", ..] => Err(format!("usage: inject {}|none", Fault::NAMES)),
+        ["status"] => Ok(Request::Status),
+        [] => Err("empty request".into()),
+        [w, ..] => Err(format!("unknown request {w} (link, fatal, inject, status)")),
+    }
+}
+
+/// A decimal or `0x` hexadecimal `u32`.
+fn parse_u32(s: &str) -> Option<u32> {
+    match s.strip_prefix("0x") {
+        Some(hex) => u32::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+/// Carries out `req` on `dev`; the reply line (without newline).
+pub fn execute(dev: &Device, req: Request) -> String {
+    let mut l = dev.lock();
+    match req {
+        Request::Link(up) => {
+            l.nic.set_link(up, &*l.mem, l.irq);
+            "ok".into()
+        }
+        Request::Fatal(code) => {
+            if l.nic.status() & hw::STATUS_FATAL != 0 {
+                return format!("error: the NIC is already fatal (ERROR {})", l.nic.error());
+            }
+            l.nic.fatal(code, &*l.mem, l.irq);
+            "ok".into()
+        }
+        Request::Inject(fault) => {
+            l.nic.inject(fault);
+            "ok".into()
+        }
+        Request::Status => format!("ok {}", l.nic.status_snapshot()),
+    }
+}
+
+/// Serves one connection: one request line, one reply line.
+fn serve(dev: &Device, stream: UnixStream) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(TIMEOUT))?;
+    stream.set_write_timeout(Some(TIMEOUT))?;
+    let mut line = String::new();
+    let mut reader = BufReader::new((&stream).take(MAX_REQUEST));
+    let reply = match reader.read_line(&mut line) {
+        Ok(_) if !line.ends_with('\n') && line.len() as u64 >= MAX_REQUEST => {
+            "error: request too long".to_string()
+        }
+        Ok(_) => match parse(line.trim()) {
+            Ok(req) => {
+                info!(request = line.trim(), "control request");
+                execute(dev, req)
+            }
+            Err(e) => format!("error: {e}"),
+        },
+        Err(e) => format!("error: {e}"),
+    };
+    (&stream).write_all(format!("{reply}\n").as_bytes())
+}
+
+/// The control channel's listener thread; dropping it stops the thread and removes the
+/// socket.
+pub struct Listener {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Listener {
+    /// Listens at `path` (which must not exist) and serves requests on `dev` on a thread.
+    ///
+    /// # Errors
+    ///
+    /// Binding the socket or starting the thread failed.
+    pub fn spawn(path: &Path, dev: Arc<Device>) -> std::io::Result<Self> {
+        let listener = UnixListener::bind(path)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("control".into())
+            .spawn(move || {
+                for stream in listener.incoming() {
+                    if stopping.load(Ordering::Acquire) {
+                        break;
+                    }
+                    match stream {
+                        Ok(s) => {
+                            if let Err(e) = serve(&dev, s) {
+                                warn!(%e, "control connection failed");
+                            }
+                        }
+                        Err(e) => warn!(%e, "control accept failed"),
+                    }
+                }
+            });
+        let thread = match thread {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = std::fs::remove_file(path);
+                return Err(e);
+            }
+        };
+        info!(path = %path.display(), "control channel listening");
+        Ok(Self {
+            path: path.to_path_buf(),
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        // Wake the accept loop so it sees the flag.
+        if UnixStream::connect(&self.path).is_ok() {
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Sends `request` to the control channel at `path` and returns the reply line (trimmed).
+///
+/// # Errors
+///
+/// Connecting, sending or receiving failed, or no reply came within [`TIMEOUT`].
+pub fn request(path: &Path, request: &str) -> std::io::Result<String> {
+    let mut s = UnixStream::connect(path)?;
+    s.set_read_timeout(Some(TIMEOUT))?;
+    s.set_write_timeout(Some(TIMEOUT))?;
+    s.write_all(format!("{}\n", request.trim()).as_bytes())?;
+    s.shutdown(std::net::Shutdown::Write)?;
+    let mut reply = String::new();
+    BufReader::new(s.take(4096)).read_line(&mut reply)?;
+    if reply.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "no reply",
+        ));
+    }
+    Ok(reply.trim_end().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_parse() {
+        assert_eq!(parse("link up"), Ok(Request::Link(true)));
+        assert_eq!(parse("  link   down \n"), Ok(Request::Link(false)));
+        assert_eq!(parse("fatal"), Ok(Request::Fatal(hw::ERR_INTERNAL)));
+        assert_eq!(parse("fatal 7"), Ok(Request::Fatal(7)));
+        assert_eq!(parse("fatal 0x10"), Ok(Request::Fatal(16)));
+        assert_eq!(parse("status"), Ok(Request::Status));
+        assert_eq!(
+            parse("inject reset-stuck"),
+            Ok(Request::Inject(Some(Fault::ResetStuck)))
+        );
+        assert_eq!(parse("inject none"), Ok(Request::Inject(None)));
+        for bad in [
+            "",
+            "link",
+            "link sideways",
+            "link up now",
+            "fatal 0",
+            "fatal -1",
+            "fatal 1 2",
+            "fatal 0x1_0000_0000",
+            "inject",
+            "inject nonsense",
+            "status please",
+            "reboot",
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?} must not parse");
+        }
+    }
+
+    #[test]
+    fn any_line_parses_or_errs_without_panicking() {
+        let words = [
+            "link", "up", "down", "fatal", "0x", "7", "inject", "none", "status", "\u{0}",
+        ];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let n = (x % 4) as usize;
+            let line: Vec<&str> = (0..n)
+                .map(|i| words[((x >> (8 * i)) % words.len() as u64) as usize])
+                .collect();
+            let _ = parse(&line.join(" "));
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! The admin queue: a submission ring of commands and a completion ring, one function per
+//! command.
+//!
+//! The driver writes entries and then the producer index to `AQ_SQ_DB`. The NIC processes
+//! entries in order, writes one completion each and raises MSI-X vector 0 once per batch. A
+//! bad command gets an error completion and never stops the NIC. While bus mastering is off
+//! the doorbell is validated and latched, and the entries are processed when it is back on.
+
+use ordma_hw as hw;
+use tracing::debug;
+
+use super::counters::{bounded_warn, Anomaly};
+use super::{Fault, Interrupts, Nic, Pd};
+use crate::mem::Dma;
+
+/// The admin queue pair, once enabled.
+#[derive(Debug)]
+pub(super) struct AdminQueue {
+    sq_base: u64,
+    cq_base: u64,
+    depth: u16,
+    /// Next SQ entry to process (free-running, mod 2^16).
+    sq_head: u16,
+    /// The producer index of the last doorbell: entries up to it are to be processed.
+    sq_prod: u16,
+    /// Next CQ slot to write (free-running, mod 2^16).
+    cq_tail: u16,
+}
+
+impl AdminQueue {
+    /// An empty queue pair of `depth` entries (already validated).
+    pub(super) fn new(sq_base: u64, cq_base: u64, depth: u16) -> Self {
+        Self {
+            sq_base,
+            cq_base,
+            depth,
+            sq_head: 0,
+            sq_prod: 0,
+            cq_tail: 0,
+        }
+    }
+}
+
+/// A command's outcome: (status, result).
+type Outcome = (u16, u64);
+
+impl Nic {
+    /// A write of `AQ_SQ_DB`: the new producer index.
+    pub(super) fn admin_doorbell(&mut self, value: u32, mem: &dyn Dma, irq: &dyn Interrupts) {
+        let Some(aq) = self.aq.as_mut() else {
+            bounded_warn!(
+                self.counters,
+                Anomaly::BadDoorbell,
+                value,
+                "admin doorbell while the queues are off"
+            );
+            return self.fatal(hw::ERR_BAD_DOORBELL, mem, irq);
+        };
+        // CAST: the producer index is the low 16 bits by definition.
+        let prod = value as u16;
+        if prod.wrapping_sub(aq.sq_head) > aq.depth || value >> 16 != 0 {
+            let (head, depth) = (aq.sq_head, aq.depth);
+            bounded_warn!(
+                self.counters,
+                Anomaly::BadDoorbell,
+                value,
+                head,
+                depth,
+                "admin doorbell beyond the queue"
+            );
+            return self.fatal(hw::ERR_BAD_DOORBELL, mem, irq);
+        }
+        aq.sq_prod = prod;
+        if !self.bus_master {
+            self.refused("admin doorbell latched");
+            return;
+        }
+        self.run_admin(mem, irq);
+    }
+
+    /// Processes the admin entries up to the latched producer index.
+    pub(super) fn run_admin(&mut self, mem: &dyn Dma, irq: &dyn Interrupts) {
+        if !self.bus_master {
+            return;
+        }
+        let gated = self.gate(mem);
+        let mut completed = false;
+        while let Some(aq) = self.aq.as_ref().filter(|aq| aq.sq_head != aq.sq_prod) {
+            let addr = aq.sq_base + u64::from(aq.sq_head % aq.depth) * hw::AQ_SQE_SIZE as u64;
+            let mut raw = [0u8; hw::AQ_SQE_SIZE];
+            if gated.dma_read(addr, &mut raw).is_err() {
+                return self.admin_dma_failed(addr, mem, irq);
+            }
+            // Answer with the tag even for a malformed entry (it sits at a fixed place).
+            let cmd_id = hw::get_le32(&raw, 4).unwrap_or(0);
+            let (status, result) = match hw::AdminCmd::decode(&raw) {
+                Some(cmd) => self.execute(&cmd, &gated),
+                None => {
+                    bounded_warn!(
+                        self.counters,
+                        Anomaly::BadCommand,
+                        cmd_id,
+                        "admin entry with non-zero reserved bytes"
+                    );
+                    (hw::AQ_BAD_PARAM, 0)
+                }
+            };
+            let Some(aq) = self.aq.as_mut() else { break };
+            let c = hw::AdminCompletion {
+                cmd_id,
+                status,
+                phase: hw::phase(aq.cq_tail, aq.depth),
+                result,
+            };
+            let caddr = aq.cq_base + u64::from(aq.cq_tail % aq.depth) * hw::AQ_CQE_SIZE as u64;
+            if gated.dma_write(caddr, &c.encode()).is_err() {
+                return self.admin_dma_failed(caddr, mem, irq);
+            }
+            aq.sq_head = aq.sq_head.wrapping_add(1);
+            aq.cq_tail = aq.cq_tail.wrapping_add(1);
+            self.commands_completed += 1;
+            completed = true;
+        }
+        if completed {
+            self.interrupt(hw::VECTOR_ADMIN, irq);
+        }
+    }
+
+    /// Runs one admin command.
+    fn execute(&mut self, cmd: &hw::AdminCmd, mem: &dyn Dma) -> Outcome {
+        let outcome = match cmd.opcode {
+            hw::CMD_QUERY_DEVICE => self.query_device(cmd, mem),
+            hw::CMD_QUERY_PORT => self.query_port(cmd, mem),
+            hw::CMD_ALLOC_PD => self.alloc_pd(cmd),
+            hw::CMD_DEALLOC_PD => self.dealloc_pd(cmd),
+            _ => (hw::AQ_BAD_OPCODE, 0),
+        };
+        let (op, cmd_id, status) = (cmd.opcode, cmd.cmd_id, outcome.0);
+        match status {
+            hw::AQ_OK => {}
+            hw::AQ_NO_RESOURCES => {
+                bounded_warn!(
+                    self.counters,
+                    Anomaly::NoResources,
+                    op,
+                    cmd_id,
+                    "admin command: no resources"
+                );
+            }
+            hw::AQ_BAD_ADDRESS => {
+                bounded_warn!(
+                    self.counters,
+                    Anomaly::BadAddress,
+                    op,
+                    cmd_id,
+                    "admin command: buffer outside mapped memory"
+                );
+            }
+            _ => {
+                bounded_warn!(
+                    self.counters,
+                    Anomaly::BadCommand,
+                    op,
+                    cmd_id,
+                    status,
+                    "admin command failed"
+                );
+            }
+        }
+        outcome
+    }
+
+    /// Writes a query's response, `min(resp_len, bytes.len())` bytes.
+    fn respond(mem: &dyn Dma, addr: u64, resp_len: u32, bytes: &[u8]) -> Outcome {
+        let len = bytes.len().min(resp_len as usize);
+        let Some(bytes) = bytes.get(..len) else {
+            return (hw::AQ_BAD_PARAM, 0);
+        };
+        match mem.dma_write(addr, bytes) {
+            Ok(()) => (hw::AQ_OK, len as u64),
+            Err(_) => (hw::AQ_BAD_ADDRESS, 0),
+        }
+    }
+
+    /// `CMD_QUERY_DEVICE`: the device attributes.
+    fn query_device(&mut self, cmd: &hw::AdminCmd, mem: &dyn Dma) -> Outcome {
+        if self.config.fault == Some(Fault::QueryDeviceError) {
+            bounded_warn!(
+                self.counters,
+                Anomaly::BadCommand,
+                cmd_id = cmd.cmd_id,
+                "injected fault: QUERY_DEVICE fails"
+            );
+            return (hw::AQ_BAD_PARAM, 0);
+        }
+        match hw::QueryDeviceParams::decode(&cmd.params) {
+            Some(p) if p.resp_len != 0 => {
+                Self::respond(mem, p.resp_addr, p.resp_len, &self.config.attrs.encode())
+            }
+            _ => (hw::AQ_BAD_PARAM, 0),
+        }
+    }
+
+    /// `CMD_QUERY_PORT`: a port's attributes.
+    fn query_port(&mut self, cmd: &hw::AdminCmd, mem: &dyn Dma) -> Outcome {
+        match hw::QueryPortParams::decode(&cmd.params) {
+            Some(p) if p.resp_len != 0 && p.port != 0 && p.port <= self.config.attrs.num_ports => {
+                Self::respond(mem, p.resp_addr, p.resp_len, &self.port_attrs().encode())
+            }
+            _ => (hw::AQ_BAD_PARAM, 0),
+        }
+    }
+
+    /// `CMD_ALLOC_PD`: the lowest free PD number.
+    fn alloc_pd(&mut self, cmd: &hw::AdminCmd) -> Outcome {
+        if cmd.params.iter().any(|&x| x != 0) {
+            return (hw::AQ_BAD_PARAM, 0);
+        }
+        match self.pds.insert(Pd) {
+            Some(h) => {
+                debug!(pdn = h.index, "PD allocated");
+                (hw::AQ_OK, u64::from(h.index))
+            }
+            None => (hw::AQ_NO_RESOURCES, 0),
+        }
+    }
+
+    /// `CMD_DEALLOC_PD`: frees a PD.
+    fn dealloc_pd(&mut self, cmd: &hw::AdminCmd) -> Outcome {
+        let Some(p) = hw::PdParams::decode(&cmd.params) else {
+            return (hw::AQ_BAD_PARAM, 0);
+        };
+        match self.pds.remove_index(p.pdn) {
+            Some(Pd) => {
+                debug!(pdn = p.pdn, "PD freed");
+                (hw::AQ_OK, 0)
+            }
+            None => (hw::AQ_BAD_PARAM, 0),
+        }
+    }
+}

@@ -1,0 +1,428 @@
+//! The NIC's engine: one ordma NIC, transport-free.
+//!
+//! The vfio-user server (or a test) calls [`Nic::bar0_read`] and [`Nic::bar0_write`] for the
+//! guest's register accesses, [`Nic::set_bus_master`] for the PCI command register, and
+//! hands in the guest memory ([`Dma`]) and the interrupt sink ([`Interrupts`]). Every value
+//! the guest gives is checked before use; bad values end in an error completion, an error
+//! event or `STATUS_FATAL` with an `ERROR` code, as `Documentation/hardware.md` specifies,
+//! never a panic. The parts, by role:
+//!
+//! - [`regs`]: the BAR0 register file and its decoding;
+//! - [`admin`]: the admin queue, one function per command;
+//! - [`events`]: the event queue;
+//! - [`tables`]: object tables (PDs);
+//! - [`counters`]: counted, bounded logging of bad input.
+//!
+//! The `Nic` itself is plain data behind `&mut self`: whoever shares it between threads (the
+//! [`crate::device`]) holds it in a lock.
+
+pub mod admin;
+pub mod counters;
+pub mod events;
+pub mod regs;
+pub mod tables;
+
+use std::collections::VecDeque;
+use std::fmt;
+
+use ordma_hw as hw;
+use tracing::{info, warn};
+
+use crate::mem::{Dma, DmaError};
+use admin::AdminQueue;
+use counters::{bounded_warn, Anomaly, Counters};
+use events::EventQueue;
+use regs::Regs;
+use tables::Table;
+
+/// Where the engine raises MSI-X interrupts.
+pub trait Interrupts {
+    /// Signals MSI-X vector `vector` (the server writes its eventfd).
+    fn raise(&self, vector: u16);
+}
+
+/// A fault the model injects, to test the driver's error paths (`--inject`, or `inject`
+/// on the control channel).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// `VERSION` reports interface 2.0, which no driver of 1.x may accept.
+    BadVersion,
+    /// A reset never completes: `STATUS.READY` stays clear.
+    ResetStuck,
+    /// `CMD_QUERY_DEVICE` fails with `AQ_BAD_PARAM`.
+    QueryDeviceError,
+}
+
+impl Fault {
+    /// The names `--inject` accepts.
+    pub const NAMES: &'static str = "bad-version, reset-stuck, query-device-error";
+}
+
+impl core::str::FromStr for Fault {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "bad-version" => Ok(Self::BadVersion),
+            "reset-stuck" => Ok(Self::ResetStuck),
+            "query-device-error" => Ok(Self::QueryDeviceError),
+            _ => Err(format!("unknown fault {s} ({})", Self::NAMES)),
+        }
+    }
+}
+
+/// What the NIC reports about itself; fixed per model instance (command line), except the
+/// link state and the injected fault, which the control channel changes.
+#[derive(Clone, Copy, Debug)]
+pub struct NicConfig {
+    /// The attributes `CMD_QUERY_DEVICE` returns.
+    pub attrs: hw::DeviceAttrs,
+    /// The port's LID.
+    pub lid: u16,
+    /// Whether the port's link is up.
+    pub link_up: bool,
+    /// A fault to inject, if any.
+    pub fault: Option<Fault>,
+}
+
+impl NicConfig {
+    /// The model's defaults, with the given node GUID.
+    pub fn with_guid(node_guid: u64) -> Self {
+        let major = env!("CARGO_PKG_VERSION_MAJOR").parse::<u16>().unwrap_or(0);
+        let minor = env!("CARGO_PKG_VERSION_MINOR").parse::<u16>().unwrap_or(0);
+        Self {
+            attrs: hw::DeviceAttrs {
+                fw_version: (u64::from(major) << 32) | (u64::from(minor) << 16),
+                node_guid,
+                page_size_cap: (1 << 12) | (1 << 21) | (1 << 30),
+                max_qp: 1024,
+                max_qp_wr: 4096,
+                max_cq: 1024,
+                max_cqe: 65536,
+                max_mr: 4096,
+                max_pd: 1024,
+                max_sge: 16,
+                num_ports: 1,
+                vendor_part_id: u32::from(hw::PCI_DEVICE_ID),
+                hw_ver: 1,
+            },
+            lid: 1,
+            link_up: true,
+            fault: None,
+        }
+    }
+}
+
+/// A protection domain on the NIC (no state of its own yet).
+#[derive(Debug)]
+pub struct Pd;
+
+/// Events the NIC holds while it may not DMA (bus mastering off); more are dropped.
+const EVENT_FIFO: usize = 64;
+
+/// One ordma NIC.
+pub struct Nic {
+    config: NicConfig,
+    status: u32,
+    error: u32,
+    regs: Regs,
+    aq: Option<AdminQueue>,
+    eq: Option<EventQueue>,
+    /// Admin commands completed since reset, for logs and tests.
+    pub commands_completed: u64,
+    pds: Table<Pd>,
+    /// PCI COMMAND.BME: the NIC may DMA (and send MSI-X) only while it is set.
+    bus_master: bool,
+    /// Events waiting for bus mastering: (kind, data, data2).
+    deferred_events: VecDeque<(u8, u32, u64)>,
+    /// MSI-X vectors waiting for bus mastering, one bit each.
+    pending_irqs: u32,
+    counters: Counters,
+}
+
+/// A snapshot of the NIC's state for the control channel's `status`.
+#[derive(Clone, Copy, Debug)]
+pub struct NicStatus {
+    /// The port's link.
+    pub link_up: bool,
+    /// `STATUS.ENABLED`.
+    pub enabled: bool,
+    /// `STATUS.FATAL`.
+    pub fatal: bool,
+    /// The `ERROR` register.
+    pub error: u32,
+    /// PCI bus mastering.
+    pub bus_master: bool,
+    /// PDs allocated.
+    pub pds: u32,
+    /// Admin commands completed since reset.
+    pub commands: u64,
+    /// The anomaly counters.
+    pub counters: Counters,
+}
+
+impl fmt::Display for NicStatus {
+    /// `key=value` pairs, space-separated.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "link={} enabled={} fatal={} error={} bme={} pds={} commands={} {}",
+            if self.link_up { "up" } else { "down" },
+            u8::from(self.enabled),
+            u8::from(self.fatal),
+            self.error,
+            u8::from(self.bus_master),
+            self.pds,
+            self.commands,
+            self.counters
+        )
+    }
+}
+
+/// Guest memory as the engine may use it: refuses every DMA while bus mastering is off.
+/// Address checks (`reachable`) are address decoding, not DMA, and pass through.
+struct Gate<'a> {
+    mem: &'a dyn Dma,
+    open: bool,
+}
+
+impl Dma for Gate<'_> {
+    fn dma_read(&self, addr: u64, buf: &mut [u8]) -> Result<(), DmaError> {
+        if !self.open {
+            return Err(DmaError {
+                addr,
+                len: buf.len(),
+            });
+        }
+        self.mem.dma_read(addr, buf)
+    }
+
+    fn dma_write(&self, addr: u64, data: &[u8]) -> Result<(), DmaError> {
+        if !self.open {
+            return Err(DmaError {
+                addr,
+                len: data.len(),
+            });
+        }
+        self.mem.dma_write(addr, data)
+    }
+
+    fn reachable(&self, addr: u64, len: u64) -> bool {
+        self.mem.reachable(addr, len)
+    }
+}
+
+impl Nic {
+    /// A NIC in its power-on state: reset done, bus mastering off (as PCI starts).
+    pub fn new(config: NicConfig) -> Self {
+        Self {
+            config,
+            status: hw::STATUS_READY,
+            error: hw::ERR_NONE,
+            regs: Regs::default(),
+            aq: None,
+            eq: None,
+            commands_completed: 0,
+            pds: Table::new(config.attrs.max_pd),
+            bus_master: false,
+            deferred_events: VecDeque::new(),
+            pending_irqs: 0,
+            counters: Counters::default(),
+        }
+    }
+
+    /// `mem` as the engine may use it now.
+    fn gate<'a>(&self, mem: &'a dyn Dma) -> Gate<'a> {
+        Gate {
+            mem,
+            open: self.bus_master,
+        }
+    }
+
+    /// PDs allocated now, for logs and tests.
+    pub fn pds_in_use(&self) -> u32 {
+        self.pds.in_use()
+    }
+
+    /// The anomaly counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The state the control channel's `status` reports.
+    pub fn status_snapshot(&self) -> NicStatus {
+        NicStatus {
+            link_up: self.config.link_up,
+            enabled: self.status & hw::STATUS_ENABLED != 0,
+            fatal: self.status & hw::STATUS_FATAL != 0,
+            error: self.error,
+            bus_master: self.bus_master,
+            pds: self.pds.in_use(),
+            commands: self.commands_completed,
+            counters: self.counters,
+        }
+    }
+
+    /// Resets to the power-on state: queues off, registers zero, objects freed,
+    /// `STATUS = READY`. PCI state (bus mastering), the link, the injected fault and the
+    /// counters are not part of the NIC's reset.
+    pub fn reset(&mut self) {
+        info!("reset");
+        let mut fresh = Self::new(self.config);
+        fresh.bus_master = self.bus_master;
+        fresh.counters = self.counters;
+        *self = fresh;
+        if self.config.fault == Some(Fault::ResetStuck) {
+            warn!("injected fault: the reset never completes");
+            self.status = 0;
+        }
+    }
+
+    /// Arms (or, with `None`, clears) an injected fault at run time.
+    pub fn inject(&mut self, fault: Option<Fault>) {
+        info!(?fault, "injected fault armed");
+        self.config.fault = fault;
+    }
+
+    /// Follows the PCI COMMAND register's Bus Master Enable.
+    ///
+    /// While it is off the NIC does no DMA and sends no MSI-X: admin doorbells are latched,
+    /// events and interrupts held. When it comes back, the held work runs.
+    pub fn set_bus_master(&mut self, on: bool, mem: &dyn Dma, irq: &dyn Interrupts) {
+        if self.bus_master == on {
+            return;
+        }
+        self.bus_master = on;
+        info!(on, "bus mastering");
+        if !on {
+            return;
+        }
+        while let Some((kind, data, data2)) = self.deferred_events.pop_front() {
+            self.post_event(kind, data, data2, mem, irq);
+        }
+        self.run_admin(mem, irq);
+        for v in 0..hw::NUM_VECTORS {
+            let bit = 1u32.checked_shl(u32::from(v)).unwrap_or(0);
+            if self.pending_irqs & bit != 0 {
+                self.pending_irqs &= !bit;
+                irq.raise(v);
+            }
+        }
+    }
+
+    /// Whether bus mastering is on.
+    pub fn bus_master(&self) -> bool {
+        self.bus_master
+    }
+
+    /// Counts (and, bounded, logs) work held back because bus mastering is off.
+    fn refused(&mut self, what: &str) {
+        bounded_warn!(
+            self.counters,
+            Anomaly::DmaRefused,
+            what,
+            "bus mastering is off: no DMA; held until it is back on"
+        );
+    }
+
+    /// Raises MSI-X `vector`, or holds it while bus mastering is off.
+    fn interrupt(&mut self, vector: u16, irq: &dyn Interrupts) {
+        if self.bus_master {
+            irq.raise(vector);
+        } else {
+            self.pending_irqs |= 1u32.checked_shl(u32::from(vector)).unwrap_or(0);
+            self.refused("MSI-X");
+        }
+    }
+
+    /// Changes the port's link state; posts `PORT_ACTIVE`/`PORT_DOWN` if the queues run.
+    pub fn set_link(&mut self, up: bool, mem: &dyn Dma, irq: &dyn Interrupts) {
+        if self.config.link_up == up {
+            return;
+        }
+        self.config.link_up = up;
+        info!(up, "link state");
+        if self.status & hw::STATUS_ENABLED != 0 {
+            let kind = if up {
+                hw::EVENT_PORT_ACTIVE
+            } else {
+                hw::EVENT_PORT_DOWN
+            };
+            self.post_event(kind, 1, 0, mem, irq);
+        }
+    }
+
+    /// The port's link state.
+    pub fn link_up(&self) -> bool {
+        self.config.link_up
+    }
+
+    /// The attributes of port 1 as `CMD_QUERY_PORT` reports them.
+    pub fn port_attrs(&self) -> hw::PortAttrs {
+        let up = self.config.link_up;
+        hw::PortAttrs {
+            state: if up {
+                hw::PORT_STATE_ACTIVE
+            } else {
+                hw::PORT_STATE_DOWN
+            },
+            phys_state: if up {
+                hw::PHYS_STATE_LINK_UP
+            } else {
+                hw::PHYS_STATE_DISABLED
+            },
+            max_mtu: hw::MTU_4096,
+            active_mtu: hw::MTU_4096,
+            lid: self.config.lid,
+            sm_lid: 0,
+            port_guid: self.config.attrs.node_guid,
+            gid_tbl_len: 1,
+            pkey_tbl_len: 1,
+            link_width: 1,
+            link_speed: 1,
+            max_msg_sz: 1 << 31,
+        }
+    }
+
+    /// The `STATUS` register.
+    pub fn status(&self) -> u32 {
+        self.status
+    }
+
+    /// The `ERROR` register.
+    pub fn error(&self) -> u32 {
+        self.error
+    }
+
+    /// Events dropped because the event queue was full (since the model started).
+    pub fn events_dropped(&self) -> u64 {
+        self.counters.get(Anomaly::EventDropped)
+    }
+
+    /// Stops the NIC with `error` in `ERROR`, as on an internal error: `STATUS.FATAL`, the
+    /// queues stop, `EVENT_FATAL` is posted if the event queue works. Sticky until reset; a
+    /// second fatal error changes nothing.
+    pub fn fatal(&mut self, error: u32, mem: &dyn Dma, irq: &dyn Interrupts) {
+        if self.status & hw::STATUS_FATAL != 0 {
+            return;
+        }
+        warn!(error, "fatal error: the NIC stops until reset");
+        self.error = error;
+        self.status |= hw::STATUS_FATAL;
+        // Tell the driver while the event queue still works; it stops after this.
+        self.post_event(hw::EVENT_FATAL, error, 0, mem, irq);
+        self.status &= !hw::STATUS_ENABLED;
+        self.aq = None;
+    }
+
+    /// An admin queue DMA failed: counted, then fatal with `ERR_QUEUE_DMA`.
+    fn admin_dma_failed(&mut self, addr: u64, mem: &dyn Dma, irq: &dyn Interrupts) {
+        bounded_warn!(
+            self.counters,
+            Anomaly::BadAddress,
+            addr = format_args!("{addr:#x}"),
+            "admin queue DMA failed"
+        );
+        self.fatal(hw::ERR_QUEUE_DMA, mem, irq);
+    }
+}

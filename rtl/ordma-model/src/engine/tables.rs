@@ -1,0 +1,149 @@
+//! Object tables: the NIC's PDs today; MRs, CQs and QPs follow the same pattern.
+//!
+//! A [`Table`] holds up to `max` objects in slots handed out lowest index first. Each slot
+//! has an 8-bit key that changes every time the slot is reused, so a [`Handle`] (index plus
+//! key) names one use of a slot: an MR key (`index << 8 | key`) that outlived its MR no
+//! longer matches. PD numbers are bare indices (the key is not part of them).
+
+/// One use of a table slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Handle {
+    /// The slot.
+    pub index: u32,
+    /// The slot's key for this use.
+    pub key: u8,
+}
+
+impl Handle {
+    /// The largest index a 32-bit key (`index << 8 | key`) can carry.
+    pub const MAX_INDEX: u32 = (1 << 24) - 1;
+
+    /// The 32-bit key form, `index << 8 | key`; `None` if the index needs more than 24 bits.
+    pub fn to_key(self) -> Option<u32> {
+        (self.index <= Self::MAX_INDEX).then_some((self.index << 8) | u32::from(self.key))
+    }
+
+    /// The handle a 32-bit key names.
+    pub fn from_key(key: u32) -> Self {
+        // CAST: the low 8 bits are the key by definition.
+        Self {
+            index: key >> 8,
+            key: key as u8,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Slot<T> {
+    key: u8,
+    obj: Option<T>,
+}
+
+/// A table of at most `max` objects of type `T`.
+#[derive(Debug)]
+pub struct Table<T> {
+    slots: Vec<Slot<T>>,
+    max: u32,
+    used: u32,
+}
+
+impl<T> Table<T> {
+    /// An empty table for at most `max` objects. Slots are allocated as they are used.
+    pub fn new(max: u32) -> Self {
+        Self {
+            slots: Vec::new(),
+            max,
+            used: 0,
+        }
+    }
+
+    /// Stores `obj` in the lowest free slot; `None` if all `max` are in use.
+    pub fn insert(&mut self, obj: T) -> Option<Handle> {
+        let index = match self.slots.iter().position(|s| s.obj.is_none()) {
+            Some(i) => i,
+            None if self.slots.len() < usize::try_from(self.max).ok()? => {
+                self.slots.push(Slot { key: 0, obj: None });
+                self.slots.len() - 1
+            }
+            None => return None,
+        };
+        let slot = self.slots.get_mut(index)?;
+        slot.key = slot.key.wrapping_add(1);
+        slot.obj = Some(obj);
+        self.used += 1;
+        Some(Handle {
+            index: u32::try_from(index).ok()?,
+            key: slot.key,
+        })
+    }
+
+    fn slot(&self, index: u32) -> Option<&Slot<T>> {
+        self.slots.get(usize::try_from(index).ok()?)
+    }
+
+    /// The object in slot `index`, whatever its key.
+    pub fn get_index(&self, index: u32) -> Option<&T> {
+        self.slot(index)?.obj.as_ref()
+    }
+
+    /// The object `h` names, if its key still matches.
+    pub fn get(&self, h: Handle) -> Option<&T> {
+        self.slot(h.index)
+            .filter(|s| s.key == h.key)
+            .and_then(|s| s.obj.as_ref())
+    }
+
+    /// Removes the object in slot `index`, whatever its key.
+    pub fn remove_index(&mut self, index: u32) -> Option<T> {
+        let obj = self
+            .slots
+            .get_mut(usize::try_from(index).ok()?)?
+            .obj
+            .take()?;
+        self.used -= 1;
+        Some(obj)
+    }
+
+    /// Removes the object `h` names, if its key still matches.
+    pub fn remove(&mut self, h: Handle) -> Option<T> {
+        self.slot(h.index).filter(|s| s.key == h.key)?;
+        self.remove_index(h.index)
+    }
+
+    /// Objects in the table.
+    pub fn in_use(&self) -> u32 {
+        self.used
+    }
+
+    /// Removes every object (a reset); keys keep counting, so old handles stay stale.
+    pub fn clear(&mut self) {
+        self.slots.iter_mut().for_each(|s| s.obj = None);
+        self.used = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lowest_first_bounded_and_keys_change_on_reuse() {
+        let mut t = Table::new(3);
+        let a = t.insert('a').unwrap_or(Handle { index: 9, key: 0 });
+        let b = t.insert('b').unwrap_or(Handle { index: 9, key: 0 });
+        assert_eq!((a.index, b.index), (0, 1));
+        assert!(t.insert('c').is_some());
+        assert_eq!(t.insert('d'), None, "max 3");
+        assert_eq!(t.remove(a), Some('a'));
+        assert_eq!(t.remove(a), None, "freed once");
+        let a2 = t.insert('e').unwrap_or(a);
+        assert_eq!(a2.index, 0, "lowest free slot again");
+        assert_ne!(a2.key, a.key, "a reused slot gets a new key");
+        assert_eq!(t.get(a), None, "the stale handle no longer matches");
+        assert_eq!(t.get(a2), Some(&'e'));
+        assert_eq!(Handle::from_key(a2.to_key().unwrap_or(0)), a2);
+        assert_eq!(t.in_use(), 3);
+        t.clear();
+        assert_eq!((t.in_use(), t.get_index(1)), (0, None));
+    }
+}

@@ -1,0 +1,200 @@
+//! The control channel end to end: a listener on a real Unix socket over a shared device,
+//! driven by the library's client and by the `ordma-model ctl` binary.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::FromRawFd;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+
+use ordma_hw as hw;
+use ordma_model::control::{request, Listener};
+use ordma_model::device::Device;
+use ordma_model::engine::{Nic, NicConfig};
+use ordma_model::mem::{anonymous, Dma, GuestRam};
+
+const SQ: u64 = 0x10_0000;
+const CQ: u64 = 0x20_0000;
+const EQ: u64 = 0x30_0000;
+
+fn sock(name: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("ordma-ctl-{}-{name}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+/// An eventfd as a `File`.
+fn eventfd() -> File {
+    // SAFETY: eventfd has no memory-safety preconditions; the result is checked.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK) };
+    assert!(fd >= 0, "eventfd");
+    // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+    unsafe { File::from_raw_fd(fd) }
+}
+
+/// An enabled NIC with its event queue armed and MSI-X vector 1 on an eventfd.
+fn device() -> (Arc<Device>, File) {
+    let mem = anonymous(&[(SQ, 0x1_0000), (CQ, 0x1_0000), (EQ, 0x1_0000)]).unwrap();
+    let dev = Arc::new(Device::new(
+        Nic::new(NicConfig::with_guid(7)),
+        GuestRam::new(mem),
+    ));
+    let efd = eventfd();
+    assert!(dev.msix.set(
+        usize::from(hw::VECTOR_EVENT),
+        usize::from(hw::NUM_VECTORS),
+        Some(efd.try_clone().unwrap())
+    ));
+    let mut l = dev.lock();
+    l.nic.set_bus_master(true, &*l.mem, l.irq);
+    for (reg, v) in [
+        (hw::REG_AQ_SQ_BASE, SQ as u32),
+        (hw::REG_AQ_CQ_BASE, CQ as u32),
+        (hw::REG_EQ_BASE, EQ as u32),
+        (hw::REG_AQ_LOG_DEPTH, 3),
+        (hw::REG_EQ_LOG_DEPTH, 3),
+        (hw::REG_CONTROL, hw::CONTROL_ENABLE),
+        (hw::REG_EQ_DB, 1 | hw::EQ_DB_ARM), // PORT_ACTIVE consumed, armed
+    ] {
+        l.nic.bar0_write(reg as u64, 4, v, &*l.mem, l.irq);
+    }
+    drop(l);
+    (dev, efd)
+}
+
+fn event(dev: &Device, index: u64) -> hw::Event {
+    let mut b = [0u8; hw::EQE_SIZE];
+    dev.mem
+        .snapshot()
+        .dma_read(EQ + index * hw::EQE_SIZE as u64, &mut b)
+        .unwrap();
+    hw::Event::decode(&b)
+}
+
+fn interrupts(efd: &mut File) -> u64 {
+    let mut b = [0u8; 8];
+    match efd.read(&mut b) {
+        Ok(8) => u64::from_ne_bytes(b),
+        _ => 0,
+    }
+}
+
+#[test]
+fn link_fatal_status_and_bad_requests_over_the_socket() {
+    let (dev, mut efd) = device();
+    let path = sock("lib");
+    let listener = Listener::spawn(&path, Arc::clone(&dev)).unwrap();
+
+    let status = request(&path, "status").unwrap();
+    assert!(
+        status.starts_with("ok link=up enabled=1 fatal=0"),
+        "{status}"
+    );
+    assert!(status.contains(" pds=0 "), "{status}");
+    assert!(status.contains(" bad_doorbells=0"), "{status}");
+
+    // link down: the event the NIC's own link change posts, with its interrupt.
+    assert_eq!(request(&path, "link down").unwrap(), "ok");
+    let e = event(&dev, 1);
+    assert_eq!((e.kind, e.data, e.phase), (hw::EVENT_PORT_DOWN, 1, true));
+    assert_eq!(interrupts(&mut efd), 1);
+    assert!(request(&path, "status")
+        .unwrap()
+        .starts_with("ok link=down "));
+    // Again: no change, no event.
+    assert_eq!(request(&path, "link down").unwrap(), "ok");
+    assert!(!event(&dev, 2).phase);
+    dev.lock().nic.bar0_write(
+        hw::REG_EQ_DB as u64,
+        4,
+        2 | hw::EQ_DB_ARM,
+        &*dev.mem.snapshot(),
+        &dev.msix,
+    );
+    assert_eq!(request(&path, "link up").unwrap(), "ok");
+    assert_eq!(event(&dev, 2).kind, hw::EVENT_PORT_ACTIVE);
+    assert_eq!(interrupts(&mut efd), 1);
+
+    // Bad requests: an error line, nothing changes.
+    for bad in ["", "bogus", "link sideways", "fatal 0", "inject nonsense"] {
+        let r = request(&path, bad).unwrap();
+        assert!(r.starts_with("error: "), "{bad:?} -> {r}");
+    }
+
+    // fatal CODE: STATUS.FATAL, ERROR = CODE, EVENT_FATAL.
+    dev.lock().nic.bar0_write(
+        hw::REG_EQ_DB as u64,
+        4,
+        3 | hw::EQ_DB_ARM,
+        &*dev.mem.snapshot(),
+        &dev.msix,
+    );
+    assert_eq!(request(&path, "fatal 9").unwrap(), "ok");
+    let e = event(&dev, 3);
+    assert_eq!((e.kind, e.data), (hw::EVENT_FATAL, 9));
+    assert_eq!(interrupts(&mut efd), 1);
+    {
+        let mut l = dev.lock();
+        assert_eq!(l.nic.bar0_read(hw::REG_ERROR as u64, 4), 9);
+        assert_ne!(l.nic.status() & hw::STATUS_FATAL, 0);
+    }
+    let status = request(&path, "status").unwrap();
+    assert!(status.contains(" fatal=1 error=9 "), "{status}");
+    assert!(request(&path, "fatal").unwrap().starts_with("error: "));
+
+    // inject: armed at run time.
+    assert_eq!(request(&path, "inject bad-version").unwrap(), "ok");
+    assert_eq!(dev.lock().nic.bar0_read(hw::REG_VERSION as u64, 4), 2 << 16);
+    assert_eq!(request(&path, "inject none").unwrap(), "ok");
+    assert_eq!(
+        dev.lock().nic.bar0_read(hw::REG_VERSION as u64, 4),
+        hw::VERSION
+    );
+
+    drop(listener);
+    assert!(!path.exists(), "the socket is removed");
+}
+
+#[test]
+fn the_ctl_client_prints_the_reply_and_exits_by_it() {
+    let (dev, _efd) = device();
+    let path = sock("bin");
+    let _listener = Listener::spawn(&path, dev).unwrap();
+    let ctl = |words: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_ordma-model"))
+            .arg("ctl")
+            .arg("--control")
+            .arg(&path)
+            .args(words)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        )
+    };
+    let (rc, out) = ctl(&["status"]);
+    assert_eq!(rc, Some(0), "{out}");
+    assert!(out.starts_with("ok link=up "), "{out}");
+    assert_eq!(ctl(&["link", "down"]), (Some(0), "ok".to_string()));
+    let (rc, out) = ctl(&["frobnicate"]);
+    assert_eq!(rc, Some(1));
+    assert!(
+        out.starts_with("error: unknown request frobnicate"),
+        "{out}"
+    );
+    // No model listening: error, status 1.
+    let (rc, out) = {
+        let out = Command::new(env!("CARGO_BIN_EXE_ordma-model"))
+            .args(["ctl", "--control", "/nonexistent/ordma.ctl", "status"])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+        )
+    };
+    assert_eq!(rc, Some(1));
+    assert!(out.starts_with("error: "), "{out}");
+}
