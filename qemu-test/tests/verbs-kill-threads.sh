@@ -1,0 +1,57 @@
+#!/bin/bash
+# VM test: a process killed (SIGKILL) while 8 threads allocate and free PDs on one
+# context leaves nothing behind: ib_core destroys what it held through the driver, and the
+# NIC's PD table (its model's `status`, through the control channel) is empty again.
+# nics: 1
+# debug: yes
+set -euo pipefail
+fail() { echo "FAIL: $*"; exit 1; }
+P=/ordma/src/qemu-test/progs
+source $P/nic-control.sh
+
+pds() { nic_ctl 0 status | sed -n 's/.* pds=\([0-9]*\).*/\1/p'; }
+[ "$(pds)" = 0 ] || fail "the NIC has PDs before the test"
+
+python3 - <<'PY' &
+import ctypes, threading
+ibv = ctypes.CDLL("libibverbs.so.1", use_errno=True)
+ibv.ibv_get_device_list.restype = ctypes.POINTER(ctypes.c_void_p)
+ibv.ibv_open_device.restype = ctypes.c_void_p
+ibv.ibv_open_device.argtypes = [ctypes.c_void_p]
+ibv.ibv_alloc_pd.restype = ctypes.c_void_p
+ibv.ibv_alloc_pd.argtypes = [ctypes.c_void_p]
+ibv.ibv_dealloc_pd.argtypes = [ctypes.c_void_p]
+n = ctypes.c_int()
+ctx = ibv.ibv_open_device(ibv.ibv_get_device_list(ctypes.byref(n))[0])
+assert ctx
+def churn():
+    held = []
+    while True:
+        pd = ibv.ibv_alloc_pd(ctx)
+        if pd:
+            held.append(pd)
+        if len(held) > 6 or not pd:
+            ibv.ibv_dealloc_pd(held.pop(0))
+for _ in range(8):
+    threading.Thread(target=churn, daemon=True).start()
+open("/tmp/churning", "w").close()
+threading.Event().wait()
+PY
+churner=$!
+for _ in $(seq 300); do [ -e /tmp/churning ] && break; sleep 0.1; done
+[ -e /tmp/churning ] || fail "the PD churner did not start"
+sleep 3
+during=$(pds)
+echo "PDs on the NIC while 8 threads churn: $during"
+[ "${during:-0}" -gt 0 ] || fail "no PDs on the NIC while the threads run"
+kill -KILL $churner
+wait $churner 2>/dev/null || true
+after=
+for _ in $(seq 100); do
+	after=$(pds)
+	[ "$after" = 0 ] && break
+	sleep 0.1
+done
+echo "PDs on the NIC after SIGKILL: $after"
+[ "$after" = 0 ] || fail "$after PD(s) left on the NIC after the process was killed"
+echo "PASS: verbs-kill-threads"
