@@ -30,26 +30,30 @@ impl Nic<'_> {
 
     /// `CMD_QUERY_DEVICE`.
     pub(crate) fn query_device(&self) -> Result<hw::DeviceAttrs> {
-        let raw = self.query::<{ hw::DEVICE_ATTRS_SIZE }>(hw::CMD_QUERY_DEVICE, |resp_addr, resp_len| {
-            hw::QueryDeviceParams {
-                resp_addr,
-                resp_len,
-            }
-            .encode()
-        })?;
+        let raw = self.query::<{ hw::DEVICE_ATTRS_SIZE }>(
+            hw::CMD_QUERY_DEVICE,
+            |resp_addr, resp_len| {
+                hw::QueryDeviceParams {
+                    resp_addr,
+                    resp_len,
+                }
+                .encode()
+            },
+        )?;
         Ok(hw::DeviceAttrs::decode(&raw))
     }
 
     /// `CMD_QUERY_PORT`.
     pub(crate) fn query_port(&self, port: u32) -> Result<hw::PortAttrs> {
-        let raw = self.query::<{ hw::PORT_ATTRS_SIZE }>(hw::CMD_QUERY_PORT, |resp_addr, resp_len| {
-            hw::QueryPortParams {
-                port,
-                resp_addr,
-                resp_len,
-            }
-            .encode()
-        })?;
+        let raw =
+            self.query::<{ hw::PORT_ATTRS_SIZE }>(hw::CMD_QUERY_PORT, |resp_addr, resp_len| {
+                hw::QueryPortParams {
+                    port,
+                    resp_addr,
+                    resp_len,
+                }
+                .encode()
+            })?;
         Ok(hw::PortAttrs::decode(&raw))
     }
 

@@ -12,13 +12,7 @@ use kernel::{
     sync::{Arc, Mutex},
 };
 
-use crate::{
-    admin::AdminIrq,
-    event::EventIrq,
-    hw, ib,
-    nic::Nic,
-    verbs::OrdmaIb,
-};
+use crate::{admin::AdminIrq, event::EventIrq, hw, ib, nic::Nic, verbs::OrdmaIb};
 
 /// A bound NIC: what the PCI driver keeps. Fields drop in declaration order: the
 /// `ib_device` first (`unbind` already unregistered it), the interrupt handlers, the

@@ -98,7 +98,10 @@ impl<'bound> Nic<'bound> {
         let cfg = self.pdev.config_space();
         let cmd = cfg.read16(PCI_COMMAND);
         cfg.write16(cmd & !PCI_COMMAND_MASTER, PCI_COMMAND);
-        dev_warn!(self.pdev, "bus mastering turned off: the NIC did not stop\n");
+        dev_warn!(
+            self.pdev,
+            "bus mastering turned off: the NIC did not stop\n"
+        );
     }
 
     /// Programs the queues and starts them.
@@ -161,7 +164,8 @@ impl<'bound> Nic<'bound> {
 
     /// Runs one admin command (see [`AdminQueue::execute`]).
     pub(crate) fn admin(&self, opcode: u8, params: [u8; hw::AQ_SQE_SIZE - 8]) -> Result<u64> {
-        self.admin.execute(self.pdev.as_ref(), &self.bar, opcode, params)
+        self.admin
+            .execute(self.pdev.as_ref(), &self.bar, opcode, params)
     }
 }
 

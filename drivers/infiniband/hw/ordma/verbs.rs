@@ -5,7 +5,12 @@
 
 use kernel::{prelude::*, sync::Arc};
 
-use crate::{hw, ib, nic::Nic, pd::Pd, ucontext::{DoorbellPage, Ucontext}};
+use crate::{
+    hw, ib,
+    nic::Nic,
+    pd::Pd,
+    ucontext::{DoorbellPage, Ucontext},
+};
 
 /// The driver data of one registered `ib_device`.
 pub(crate) struct OrdmaIb<'bound> {

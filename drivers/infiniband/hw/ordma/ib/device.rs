@@ -65,9 +65,7 @@ impl<'a, T: Driver + 'a> Registration<'a, T> {
         const { assert!(core::mem::align_of::<IbDevice<T>>() <= trampolines::KMALLOC_MIN_ALIGN) };
         // SAFETY: `init_net` is the initial network namespace, a static that outlives us;
         // the size covers `IbDevice<T>`, whose first field is the `ib_device`.
-        let ib = unsafe {
-            b::_ib_alloc_device(size_of::<IbDevice<T>>(), &raw mut b::init_net)
-        };
+        let ib = unsafe { b::_ib_alloc_device(size_of::<IbDevice<T>>(), &raw mut b::init_net) };
         let raw = NonNull::new(ib.cast::<IbDevice<T>>()).ok_or(ENOMEM)?;
         let p = raw.as_ptr();
         // `device::Device` is `#[repr(transparent)]` over `struct device`.

@@ -5,7 +5,7 @@
 
 use kernel::prelude::*;
 
-use super::{udata::Udata, ucontext::UserContext};
+use super::{ucontext::UserContext, udata::Udata};
 
 /// What a port reports, in ib_core's terms (the IB spec's encodings).
 #[derive(Clone, Copy, Debug, Default)]

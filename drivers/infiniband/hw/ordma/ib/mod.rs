@@ -39,31 +39,82 @@ const _: () = assert!(b::ORDMA_DB_PAGE_SIZE as usize == PAGE_SIZE);
 /// lists the C compiler's view.
 const LAYOUT: &[(&str, usize)] = &[
     ("sizeof(struct ib_device)", size_of::<b::ib_device>()),
-    ("sizeof(struct ib_device_ops)", size_of::<b::ib_device_ops>()),
-    ("sizeof(struct ib_device_attr)", size_of::<b::ib_device_attr>()),
+    (
+        "sizeof(struct ib_device_ops)",
+        size_of::<b::ib_device_ops>(),
+    ),
+    (
+        "sizeof(struct ib_device_attr)",
+        size_of::<b::ib_device_attr>(),
+    ),
     ("sizeof(struct ib_port_attr)", size_of::<b::ib_port_attr>()),
-    ("sizeof(struct ib_port_immutable)", size_of::<b::ib_port_immutable>()),
+    (
+        "sizeof(struct ib_port_immutable)",
+        size_of::<b::ib_port_immutable>(),
+    ),
     ("sizeof(struct ib_ucontext)", size_of::<b::ib_ucontext>()),
     ("sizeof(struct ib_pd)", size_of::<b::ib_pd>()),
     ("sizeof(struct ib_udata)", size_of::<b::ib_udata>()),
-    ("sizeof(struct rdma_user_mmap_entry)", size_of::<b::rdma_user_mmap_entry>()),
+    (
+        "sizeof(struct rdma_user_mmap_entry)",
+        size_of::<b::rdma_user_mmap_entry>(),
+    ),
     ("sizeof(struct ib_event)", size_of::<b::ib_event>()),
-    ("offsetof(ib_device, dev)", offset_of!(b::ib_device, __bindgen_anon_1)),
+    (
+        "offsetof(ib_device, dev)",
+        offset_of!(b::ib_device, __bindgen_anon_1),
+    ),
     ("offsetof(ib_device, name)", offset_of!(b::ib_device, name)),
-    ("offsetof(ib_device, node_guid)", offset_of!(b::ib_device, node_guid)),
-    ("offsetof(ib_device, node_type)", offset_of!(b::ib_device, node_type)),
-    ("offsetof(ib_device, phys_port_cnt)", offset_of!(b::ib_device, phys_port_cnt)),
-    ("offsetof(ib_device, num_comp_vectors)", offset_of!(b::ib_device, num_comp_vectors)),
-    ("offsetof(ib_ucontext, device)", offset_of!(b::ib_ucontext, device)),
+    (
+        "offsetof(ib_device, node_guid)",
+        offset_of!(b::ib_device, node_guid),
+    ),
+    (
+        "offsetof(ib_device, node_type)",
+        offset_of!(b::ib_device, node_type),
+    ),
+    (
+        "offsetof(ib_device, phys_port_cnt)",
+        offset_of!(b::ib_device, phys_port_cnt),
+    ),
+    (
+        "offsetof(ib_device, num_comp_vectors)",
+        offset_of!(b::ib_device, num_comp_vectors),
+    ),
+    (
+        "offsetof(ib_ucontext, device)",
+        offset_of!(b::ib_ucontext, device),
+    ),
     ("offsetof(ib_pd, device)", offset_of!(b::ib_pd, device)),
-    ("offsetof(rdma_user_mmap_entry, start_pgoff)", offset_of!(b::rdma_user_mmap_entry, start_pgoff)),
-    ("offsetof(ib_event, device)", offset_of!(b::ib_event, device)),
-    ("offsetof(ib_event, element)", offset_of!(b::ib_event, element)),
+    (
+        "offsetof(rdma_user_mmap_entry, start_pgoff)",
+        offset_of!(b::rdma_user_mmap_entry, start_pgoff),
+    ),
+    (
+        "offsetof(ib_event, device)",
+        offset_of!(b::ib_event, device),
+    ),
+    (
+        "offsetof(ib_event, element)",
+        offset_of!(b::ib_event, element),
+    ),
     ("offsetof(ib_event, event)", offset_of!(b::ib_event, event)),
-    ("offsetof(ib_device_attr, fw_ver)", offset_of!(b::ib_device_attr, fw_ver)),
-    ("offsetof(ib_device_attr, max_pd)", offset_of!(b::ib_device_attr, max_pd)),
-    ("offsetof(ib_port_attr, state)", offset_of!(b::ib_port_attr, state)),
-    ("offsetof(ib_port_attr, active_speed)", offset_of!(b::ib_port_attr, active_speed)),
+    (
+        "offsetof(ib_device_attr, fw_ver)",
+        offset_of!(b::ib_device_attr, fw_ver),
+    ),
+    (
+        "offsetof(ib_device_attr, max_pd)",
+        offset_of!(b::ib_device_attr, max_pd),
+    ),
+    (
+        "offsetof(ib_port_attr, state)",
+        offset_of!(b::ib_port_attr, state),
+    ),
+    (
+        "offsetof(ib_port_attr, active_speed)",
+        offset_of!(b::ib_port_attr, active_speed),
+    ),
 ];
 
 /// Proof that the generated bindings match the C compiler's view of ib_core.

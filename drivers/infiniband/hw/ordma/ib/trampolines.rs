@@ -190,9 +190,17 @@ unsafe extern "C" fn disassociate_ucontext<T: Driver>(uctx: *mut b::ib_ucontext)
 ///
 /// See `query_device`; `uctx` is a live context of ours, `vma` a VMA being created on its
 /// uverbs file.
-unsafe extern "C" fn mmap<T: Driver>(uctx: *mut b::ib_ucontext, vma: *mut b::vm_area_struct) -> i32 {
+unsafe extern "C" fn mmap<T: Driver>(
+    uctx: *mut b::ib_ucontext,
+    vma: *mut b::vm_area_struct,
+) -> i32 {
     // SAFETY: `vma` is valid for the call.
-    let (exec, shared) = unsafe { (b::ordma_helper_vma_exec(vma), b::ordma_helper_vma_shared(vma)) };
+    let (exec, shared) = unsafe {
+        (
+            b::ordma_helper_vma_exec(vma),
+            b::ordma_helper_vma_shared(vma),
+        )
+    };
     // Device memory is written, never executed, and a private copy of it is no mapping.
     if exec {
         return EPERM.to_errno();

@@ -76,7 +76,11 @@ impl<T: Driver> UserContext<'_, T> {
     /// # Errors
     ///
     /// `ENOMEM`, or ib_core's error from `rdma_user_mmap_entry_insert`.
-    pub(crate) fn insert_mmap(&self, data: T::MmapEntry, mapping: Mapping) -> Result<MmapHandle<T>> {
+    pub(crate) fn insert_mmap(
+        &self,
+        data: T::MmapEntry,
+        mapping: Mapping,
+    ) -> Result<MmapHandle<T>> {
         let entry = KBox::new(
             MmapEntry::<T> {
                 rdma: Default::default(),
@@ -89,11 +93,7 @@ impl<T: Driver> UserContext<'_, T> {
         // SAFETY: `raw` is a valid context (invariant); `entry` is a fresh, zero-initialised
         // `rdma_user_mmap_entry` that ib_core keeps (and hands to `mmap_free`) once inserted.
         let r = unsafe {
-            b::rdma_user_mmap_entry_insert(
-                self.raw.as_ptr(),
-                &raw mut (*entry).rdma,
-                mapping.len(),
-            )
+            b::rdma_user_mmap_entry_insert(self.raw.as_ptr(), &raw mut (*entry).rdma, mapping.len())
         };
         if r != 0 {
             // SAFETY: not inserted: still only ours, from `KBox::into_raw` above.
