@@ -9,6 +9,7 @@
 //! | `link up`, `link down` | the port's link changes; `PORT_ACTIVE`/`PORT_DOWN` is posted (MSI-X if armed) |
 //! | `fatal [CODE]` | the NIC stops as on an internal error: `STATUS.FATAL`, `ERROR = CODE` (default `ERR_INTERNAL`, 5), `EVENT_FATAL` |
 //! | `inject FAULT` | arms an `--inject` fault now (`none` clears it) |
+//! | `event KIND DATA [COUNT]` | posts COUNT (1..=64, default 1) events of any kind with `data` DATA, as the NIC would |
 //! | `status` | `ok link=up\|down enabled=0\|1 fatal=0\|1 error=N bme=0\|1 pds=N commands=N` and every anomaly counter |
 //!
 //! The listener runs on a thread of its own and acts on the shared [`Device`].
@@ -41,9 +42,21 @@ pub enum Request {
     Fatal(u32),
     /// `inject FAULT` (`None`: `inject none`).
     Inject(Option<Fault>),
+    /// `event KIND DATA [COUNT]`.
+    Event {
+        /// The event kind (`EVENT_*`, or one the NIC does not define).
+        kind: u8,
+        /// Its `data` word.
+        data: u32,
+        /// How many, 1..=[`MAX_EVENTS`].
+        count: u32,
+    },
     /// `status`.
     Status,
 }
+
+/// The most events one `event` request posts (an event queue's worth).
+pub const MAX_EVENTS: u32 = 64;
 
 /// Parses a request line.
 ///
@@ -68,9 +81,25 @@ pub fn parse(line: &str) -> Result<Request, String> {
         ["inject", "none"] => Ok(Request::Inject(None)),
         ["inject", fault] => Ok(Request::Inject(Some(fault.parse()?))),
         ["inject", ..] => Err(format!("usage: inject {}|none", Fault::NAMES)),
+        ["event", kind, data, rest @ ..] if rest.len() <= 1 => {
+            let kind = parse_u32(kind)
+                .and_then(|k| u8::try_from(k).ok())
+                .ok_or_else(|| format!("event: bad kind {kind} (0..=255)"))?;
+            let data = parse_u32(data).ok_or_else(|| format!("event: bad data {data}"))?;
+            let count = match rest.first() {
+                None => 1,
+                Some(c) => parse_u32(c)
+                    .filter(|c| (1..=MAX_EVENTS).contains(c))
+                    .ok_or_else(|| format!("event: bad count {c} (1..={MAX_EVENTS})"))?,
+            };
+            Ok(Request::Event { kind, data, count })
+        }
+        ["event", ..] => Err(format!("usage: event KIND DATA [COUNT (1..={MAX_EVENTS})]")),
         ["status"] => Ok(Request::Status),
         [] => Err("empty request".into()),
-        [w, ..] => Err(format!("unknown request {w} (link, fatal, inject, status)")),
+        [w, ..] => Err(format!(
+            "unknown request {w} (link, fatal, inject, event, status)"
+        )),
     }
 }
 
@@ -99,6 +128,14 @@ pub fn execute(dev: &Device, req: Request) -> String {
         }
         Request::Inject(fault) => {
             l.nic.inject(fault);
+            "ok".into()
+        }
+        Request::Event { kind, data, count } => {
+            for _ in 0..count {
+                if !l.nic.post_any_event(kind, data, &*l.mem, l.irq) {
+                    return "error: the NIC's queues are not running".into();
+                }
+            }
             "ok".into()
         }
         Request::Status => format!("ok {}", l.nic.status_snapshot()),
@@ -230,7 +267,29 @@ mod tests {
             Ok(Request::Inject(Some(Fault::ResetStuck)))
         );
         assert_eq!(parse("inject none"), Ok(Request::Inject(None)));
+        assert_eq!(
+            parse("event 200 7"),
+            Ok(Request::Event {
+                kind: 200,
+                data: 7,
+                count: 1
+            })
+        );
+        assert_eq!(
+            parse("event 0x3 5 64"),
+            Ok(Request::Event {
+                kind: 3,
+                data: 5,
+                count: 64
+            })
+        );
         for bad in [
+            "event",
+            "event 1",
+            "event 256 0",
+            "event 1 2 0",
+            "event 1 2 65",
+            "event 1 2 3 4",
             "",
             "link",
             "link sideways",
@@ -251,7 +310,8 @@ mod tests {
     #[test]
     fn any_line_parses_or_errs_without_panicking() {
         let words = [
-            "link", "up", "down", "fatal", "0x", "7", "inject", "none", "status", "\u{0}",
+            "link", "up", "down", "fatal", "0x", "7", "inject", "none", "status", "\u{0}", "event",
+            "65", "300",
         ];
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
         for _ in 0..20_000 {

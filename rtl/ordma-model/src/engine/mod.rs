@@ -352,6 +352,23 @@ impl Nic {
         }
     }
 
+    /// Posts an event of any kind, as the NIC would (the control channel's `event`: for
+    /// the driver's tests of events the NIC does not raise on its own, and of kinds it
+    /// does not know). `false` if the queues do not run.
+    pub fn post_any_event(
+        &mut self,
+        kind: u8,
+        data: u32,
+        mem: &dyn Dma,
+        irq: &dyn Interrupts,
+    ) -> bool {
+        if self.status & hw::STATUS_ENABLED == 0 {
+            return false;
+        }
+        self.post_event(kind, data, 0, mem, irq);
+        true
+    }
+
     /// The port's link state.
     pub fn link_up(&self) -> bool {
         self.config.link_up
