@@ -37,84 +37,85 @@ const _: () = assert!(b::ORDMA_DB_PAGE_SIZE as usize == PAGE_SIZE);
 
 /// The sizes and offsets the binding relies on, as Rust sees them, in the order helpers.c
 /// lists the C compiler's view.
+/// One entry of [`LAYOUT`]: a struct's size, or a field's offset, with its C spelling.
+macro_rules! layout {
+    (size $t:ident) => {
+        (
+            concat!("sizeof(struct ", stringify!($t), ")"),
+            size_of::<b::$t>(),
+        )
+    };
+    ($t:ident . $f:ident) => {
+        (
+            concat!("offsetof(", stringify!($t), ", ", stringify!($f), ")"),
+            offset_of!(b::$t, $f),
+        )
+    };
+}
+
 const LAYOUT: &[(&str, usize)] = &[
-    ("sizeof(struct ib_device)", size_of::<b::ib_device>()),
-    (
-        "sizeof(struct ib_device_ops)",
-        size_of::<b::ib_device_ops>(),
-    ),
-    (
-        "sizeof(struct ib_device_attr)",
-        size_of::<b::ib_device_attr>(),
-    ),
-    ("sizeof(struct ib_port_attr)", size_of::<b::ib_port_attr>()),
-    (
-        "sizeof(struct ib_port_immutable)",
-        size_of::<b::ib_port_immutable>(),
-    ),
-    ("sizeof(struct ib_ucontext)", size_of::<b::ib_ucontext>()),
-    ("sizeof(struct ib_pd)", size_of::<b::ib_pd>()),
-    ("sizeof(struct ib_udata)", size_of::<b::ib_udata>()),
-    (
-        "sizeof(struct rdma_user_mmap_entry)",
-        size_of::<b::rdma_user_mmap_entry>(),
-    ),
-    ("sizeof(struct ib_event)", size_of::<b::ib_event>()),
+    layout!(size ib_device),
     (
         "offsetof(ib_device, dev)",
         offset_of!(b::ib_device, __bindgen_anon_1),
     ),
-    ("offsetof(ib_device, name)", offset_of!(b::ib_device, name)),
     (
-        "offsetof(ib_device, node_guid)",
-        offset_of!(b::ib_device, node_guid),
+        "offsetof(ib_device, dev.parent)",
+        offset_of!(b::ib_device, __bindgen_anon_1) + offset_of!(b::device, parent),
     ),
-    (
-        "offsetof(ib_device, node_type)",
-        offset_of!(b::ib_device, node_type),
-    ),
-    (
-        "offsetof(ib_device, phys_port_cnt)",
-        offset_of!(b::ib_device, phys_port_cnt),
-    ),
-    (
-        "offsetof(ib_device, num_comp_vectors)",
-        offset_of!(b::ib_device, num_comp_vectors),
-    ),
-    (
-        "offsetof(ib_ucontext, device)",
-        offset_of!(b::ib_ucontext, device),
-    ),
-    ("offsetof(ib_pd, device)", offset_of!(b::ib_pd, device)),
-    (
-        "offsetof(rdma_user_mmap_entry, start_pgoff)",
-        offset_of!(b::rdma_user_mmap_entry, start_pgoff),
-    ),
-    (
-        "offsetof(ib_event, device)",
-        offset_of!(b::ib_event, device),
-    ),
-    (
-        "offsetof(ib_event, element)",
-        offset_of!(b::ib_event, element),
-    ),
-    ("offsetof(ib_event, event)", offset_of!(b::ib_event, event)),
-    (
-        "offsetof(ib_device_attr, fw_ver)",
-        offset_of!(b::ib_device_attr, fw_ver),
-    ),
-    (
-        "offsetof(ib_device_attr, max_pd)",
-        offset_of!(b::ib_device_attr, max_pd),
-    ),
-    (
-        "offsetof(ib_port_attr, state)",
-        offset_of!(b::ib_port_attr, state),
-    ),
-    (
-        "offsetof(ib_port_attr, active_speed)",
-        offset_of!(b::ib_port_attr, active_speed),
-    ),
+    layout!(ib_device.name),
+    layout!(ib_device.node_guid),
+    layout!(ib_device.node_type),
+    layout!(ib_device.phys_port_cnt),
+    layout!(ib_device.num_comp_vectors),
+    layout!(size ib_device_ops),
+    layout!(size ib_device_attr),
+    layout!(ib_device_attr.fw_ver),
+    layout!(ib_device_attr.sys_image_guid),
+    layout!(ib_device_attr.max_mr_size),
+    layout!(ib_device_attr.page_size_cap),
+    layout!(ib_device_attr.vendor_id),
+    layout!(ib_device_attr.vendor_part_id),
+    layout!(ib_device_attr.hw_ver),
+    layout!(ib_device_attr.max_qp),
+    layout!(ib_device_attr.max_qp_wr),
+    layout!(ib_device_attr.max_send_sge),
+    layout!(ib_device_attr.max_recv_sge),
+    layout!(ib_device_attr.max_sge_rd),
+    layout!(ib_device_attr.max_cq),
+    layout!(ib_device_attr.max_cqe),
+    layout!(ib_device_attr.max_mr),
+    layout!(ib_device_attr.max_pd),
+    layout!(ib_device_attr.max_pkeys),
+    layout!(size ib_port_attr),
+    layout!(ib_port_attr.state),
+    layout!(ib_port_attr.max_mtu),
+    layout!(ib_port_attr.active_mtu),
+    layout!(ib_port_attr.gid_tbl_len),
+    layout!(ib_port_attr.max_msg_sz),
+    layout!(ib_port_attr.pkey_tbl_len),
+    layout!(ib_port_attr.lid),
+    layout!(ib_port_attr.sm_lid),
+    layout!(ib_port_attr.active_width),
+    layout!(ib_port_attr.active_speed),
+    layout!(ib_port_attr.phys_state),
+    layout!(size ib_port_immutable),
+    layout!(ib_port_immutable.pkey_tbl_len),
+    layout!(ib_port_immutable.gid_tbl_len),
+    layout!(ib_port_immutable.core_cap_flags),
+    layout!(ib_port_immutable.max_mad_size),
+    ("sizeof(union ib_gid)", size_of::<b::ib_gid>()),
+    layout!(size ib_ucontext),
+    layout!(ib_ucontext.device),
+    layout!(size ib_pd),
+    layout!(ib_pd.device),
+    layout!(size ib_udata),
+    layout!(size rdma_user_mmap_entry),
+    layout!(rdma_user_mmap_entry.start_pgoff),
+    layout!(size ib_event),
+    layout!(ib_event.device),
+    layout!(ib_event.element),
+    layout!(ib_event.event),
 ];
 
 /// Proof that the generated bindings match the C compiler's view of ib_core.
