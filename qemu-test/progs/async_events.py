@@ -16,17 +16,7 @@ import sys
 import threading
 import time
 
-ibv = ctypes.CDLL("libibverbs.so.1", use_errno=True)
-ibv.ibv_get_device_list.restype = ctypes.POINTER(ctypes.c_void_p)
-ibv.ibv_get_device_list.argtypes = [ctypes.POINTER(ctypes.c_int)]
-ibv.ibv_get_device_name.restype = ctypes.c_char_p
-ibv.ibv_get_device_name.argtypes = [ctypes.c_void_p]
-ibv.ibv_open_device.restype = ctypes.c_void_p
-ibv.ibv_open_device.argtypes = [ctypes.c_void_p]
-ibv.ibv_alloc_pd.restype = ctypes.c_void_p
-ibv.ibv_alloc_pd.argtypes = [ctypes.c_void_p]
-ibv.ibv_event_type_str.restype = ctypes.c_char_p
-ibv.ibv_event_type_str.argtypes = [ctypes.c_int]
+from ibv import die, ibv, open_device
 
 
 class AsyncEvent(ctypes.Structure):
@@ -36,23 +26,6 @@ class AsyncEvent(ctypes.Structure):
 
 ibv.ibv_get_async_event.argtypes = [ctypes.c_void_p, ctypes.POINTER(AsyncEvent)]
 ibv.ibv_ack_async_event.argtypes = [ctypes.POINTER(AsyncEvent)]
-
-
-def die(msg):
-    print(f"FAIL: {msg}", flush=True)
-    sys.exit(1)
-
-
-def open_device(name):
-    n = ctypes.c_int()
-    lst = ibv.ibv_get_device_list(ctypes.byref(n))
-    for i in range(n.value):
-        if ibv.ibv_get_device_name(lst[i]).decode() == name:
-            ctx = ibv.ibv_open_device(lst[i])
-            if not ctx:
-                die(f"ibv_open_device({name}): errno {ctypes.get_errno()}")
-            return ctx
-    die(f"no device {name}")
 
 
 def main():

@@ -22,40 +22,7 @@ import json
 import os
 import sys
 
-ibv = ctypes.CDLL("libibverbs.so.1", use_errno=True)
-ibv.ibv_get_device_list.restype = ctypes.POINTER(ctypes.c_void_p)
-ibv.ibv_get_device_list.argtypes = [ctypes.POINTER(ctypes.c_int)]
-ibv.ibv_get_device_name.restype = ctypes.c_char_p
-ibv.ibv_get_device_name.argtypes = [ctypes.c_void_p]
-ibv.ibv_open_device.restype = ctypes.c_void_p
-ibv.ibv_open_device.argtypes = [ctypes.c_void_p]
-ibv.ibv_close_device.argtypes = [ctypes.c_void_p]
-ibv.ibv_alloc_pd.restype = ctypes.c_void_p
-ibv.ibv_alloc_pd.argtypes = [ctypes.c_void_p]
-ibv.ibv_dealloc_pd.argtypes = [ctypes.c_void_p]
-ibv.ibv_free_device_list.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
-
-
-def die(msg):
-    print(f"FAIL: {msg}", flush=True)
-    sys.exit(1)
-
-
-def open_device(name):
-    n = ctypes.c_int()
-    devs = ibv.ibv_get_device_list(ctypes.byref(n))
-    if not devs:
-        die(f"ibv_get_device_list: errno {ctypes.get_errno()}")
-    ctx = None
-    for i in range(n.value):
-        if ibv.ibv_get_device_name(devs[i]).decode() == name:
-            ctx = ibv.ibv_open_device(devs[i])
-            if not ctx:
-                die(f"ibv_open_device({name}): errno {ctypes.get_errno()}")
-    ibv.ibv_free_device_list(devs)
-    if ctx is None:
-        die(f"no device {name}")
-    return ctx
+from ibv import die, ibv, open_device
 
 
 def doorbell_mappings():

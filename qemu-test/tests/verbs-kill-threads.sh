@@ -13,17 +13,10 @@ pds() { nic_ctl 0 status | sed -n 's/.* pds=\([0-9]*\).*/\1/p'; }
 [ "$(pds)" = 0 ] || fail "the NIC has PDs before the test"
 
 python3 - <<'PY' &
-import ctypes, threading
-ibv = ctypes.CDLL("libibverbs.so.1", use_errno=True)
-ibv.ibv_get_device_list.restype = ctypes.POINTER(ctypes.c_void_p)
-ibv.ibv_open_device.restype = ctypes.c_void_p
-ibv.ibv_open_device.argtypes = [ctypes.c_void_p]
-ibv.ibv_alloc_pd.restype = ctypes.c_void_p
-ibv.ibv_alloc_pd.argtypes = [ctypes.c_void_p]
-ibv.ibv_dealloc_pd.argtypes = [ctypes.c_void_p]
-n = ctypes.c_int()
-ctx = ibv.ibv_open_device(ibv.ibv_get_device_list(ctypes.byref(n))[0])
-assert ctx
+import sys, threading
+sys.path.insert(0, "/ordma/src/qemu-test/progs")
+from ibv import ibv, open_device
+ctx = open_device("ordma0")
 def churn():
     held = []
     while True:
