@@ -451,3 +451,103 @@ fn doorbell_page_layout() {
         assert_eq!(*o, 4 * i, "doorbells are consecutive 32-bit words");
     }
 }
+
+/// The RC column of Linux's `qp_state_table` (`drivers/infiniband/core/verbs.c`),
+/// transcribed pair by pair, against [`rc_transition`]: the same pairs, the same masks.
+#[test]
+fn rc_masks_are_the_kernel_tables() {
+    const PKEY: u32 = QP_ATTR_PKEY_INDEX;
+    const ACC: u32 = QP_ATTR_ACCESS_FLAGS;
+    const ALT: u32 = QP_ATTR_ALT_PATH;
+    const MIG: u32 = QP_ATTR_PATH_MIG_STATE;
+    const RNR_T: u32 = QP_ATTR_MIN_RNR_TIMER;
+    let expected: [(u8, u8, u32, u32); 22] = [
+        (QPS_RESET, QPS_RESET, 0, 0),
+        (QPS_RESET, QPS_INIT, PKEY | QP_ATTR_PORT | ACC, 0),
+        (QPS_INIT, QPS_RESET, 0, 0),
+        (QPS_INIT, QPS_ERR, 0, 0),
+        (QPS_INIT, QPS_INIT, 0, PKEY | QP_ATTR_PORT | ACC),
+        (
+            QPS_INIT,
+            QPS_RTR,
+            QP_ATTR_AV
+                | QP_ATTR_PATH_MTU
+                | QP_ATTR_DEST_QPN
+                | QP_ATTR_RQ_PSN
+                | QP_ATTR_MAX_DEST_RD_ATOMIC
+                | RNR_T,
+            ALT | ACC | PKEY,
+        ),
+        (QPS_RTR, QPS_RESET, 0, 0),
+        (QPS_RTR, QPS_ERR, 0, 0),
+        (
+            QPS_RTR,
+            QPS_RTS,
+            QP_ATTR_TIMEOUT
+                | QP_ATTR_RETRY_CNT
+                | QP_ATTR_RNR_RETRY
+                | QP_ATTR_SQ_PSN
+                | QP_ATTR_MAX_QP_RD_ATOMIC,
+            QP_ATTR_CUR_STATE | ALT | ACC | RNR_T | MIG,
+        ),
+        (QPS_RTS, QPS_RESET, 0, 0),
+        (QPS_RTS, QPS_ERR, 0, 0),
+        (
+            QPS_RTS,
+            QPS_RTS,
+            0,
+            QP_ATTR_CUR_STATE | ACC | ALT | MIG | RNR_T,
+        ),
+        (QPS_RTS, QPS_SQD, 0, QP_ATTR_EN_SQD_ASYNC_NOTIFY),
+        (QPS_SQD, QPS_RESET, 0, 0),
+        (QPS_SQD, QPS_ERR, 0, 0),
+        (
+            QPS_SQD,
+            QPS_RTS,
+            0,
+            QP_ATTR_CUR_STATE | ALT | ACC | RNR_T | MIG,
+        ),
+        (
+            QPS_SQD,
+            QPS_SQD,
+            0,
+            QP_ATTR_PORT
+                | QP_ATTR_AV
+                | QP_ATTR_TIMEOUT
+                | QP_ATTR_RETRY_CNT
+                | QP_ATTR_RNR_RETRY
+                | QP_ATTR_MAX_QP_RD_ATOMIC
+                | QP_ATTR_MAX_DEST_RD_ATOMIC
+                | ALT
+                | ACC
+                | PKEY
+                | RNR_T
+                | MIG,
+        ),
+        (QPS_SQE, QPS_RESET, 0, 0),
+        (QPS_SQE, QPS_ERR, 0, 0),
+        (QPS_SQE, QPS_RTS, 0, 0),
+        (QPS_ERR, QPS_RESET, 0, 0),
+        (QPS_ERR, QPS_ERR, 0, 0),
+    ];
+    for cur in QPS_RESET..=QPS_ERR {
+        for next in QPS_RESET..=QPS_ERR {
+            let want = expected
+                .iter()
+                .find(|e| (e.0, e.1) == (cur, next))
+                .map(|e| (e.2, e.3));
+            assert_eq!(rc_transition(cur, next), want, "{cur} -> {next}");
+        }
+    }
+    // The mask bits are IB_QP_*'s (include/rdma/ib_verbs.h).
+    assert_eq!(
+        [
+            QP_ATTR_STATE,
+            QP_ATTR_AV,
+            QP_ATTR_SQ_PSN,
+            QP_ATTR_DEST_QPN,
+            QP_ATTR_RATE_LIMIT
+        ],
+        [1, 1 << 7, 1 << 16, 1 << 20, 1 << 25]
+    );
+}

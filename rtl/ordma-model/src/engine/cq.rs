@@ -200,7 +200,7 @@ impl Nic {
             return false;
         };
         let size = 1usize << cq.log_cqe_size.min(hw::CQE_LOG_SIZE_MAX);
-        if cq.broken || cqe.len() != size {
+        if cq.broken || cqe.len() != size || cq.depth() == 0 {
             return false;
         }
         let depth = cq.depth();
