@@ -776,8 +776,8 @@ impl CreateMrParams {
 }
 
 /// The key of an MR: `index << 8 | key`, the same for local and remote access.
-pub const fn mr_key(index: u32, key: u8) -> u32 {
-    (index << 8) | key as u32
+pub fn mr_key(index: u32, key: u8) -> u32 {
+    (index << 8) | u32::from(key)
 }
 
 /// `CMD_DESTROY_MR` parameters.
@@ -1471,8 +1471,8 @@ pub const DB_CQ_ARM: usize = 0x008;
 pub const DB_CQ_ARM_SOLICITED: usize = 0x00c;
 
 /// A doorbell value: `num << 16 | index`.
-pub const fn db_value(num: u32, index: u16) -> u32 {
-    (num << 16) | index as u32
+pub fn db_value(num: u32, index: u16) -> u32 {
+    (num << 16) | u32::from(index)
 }
 
 const _: () = assert!(DB_PAGE_SIZE * DB_PAGES as usize == BAR2_SIZE);
