@@ -5,7 +5,11 @@ use ordma_hw::*;
 #[test]
 fn version_fields_split_major_and_minor() {
     assert_eq!(version_major(VERSION), 1);
-    assert_eq!(version_minor(VERSION), 0);
+    assert_eq!(
+        version_minor(VERSION),
+        1,
+        "1.1: MRs, CQs, QPs, doorbell pages"
+    );
     assert_eq!(version_major(0x0003_0007), 3);
     assert_eq!(version_minor(0x0003_0007), 7);
     assert_eq!(version_major(u32::MAX), 0xffff);
@@ -122,4 +126,428 @@ fn port_attrs_and_params_round_trip() {
     assert_eq!(QueryPortParams::decode(&e), Some(p));
     e[5] = 1;
     assert_eq!(QueryPortParams::decode(&e), None);
+}
+
+/// Every non-reserved byte of `bytes` set: decode must keep it, every reserved byte set
+/// alone must be refused.
+fn reserved_refused<T>(p: &Params, reserved: &[usize], decode: impl Fn(&Params) -> Option<T>) {
+    for &off in reserved {
+        let mut bad = *p;
+        bad[off] = 0x5a;
+        assert!(decode(&bad).is_none(), "reserved byte {off}");
+    }
+}
+
+#[test]
+fn create_mr_params_layout() {
+    let m = CreateMrParams {
+        pdn: 0x0102_0304,
+        access: ACCESS_LOCAL_WRITE | ACCESS_REMOTE_READ,
+        iova: 0x1111_2222_3333_4444,
+        length: 0x5555_6666_7777_8888,
+        pages: PageList {
+            root: 0x9999_aaaa_bbbb_c000,
+            npages: 0x00dd_eeff,
+            page_shift: 21,
+            levels: 3,
+        },
+    };
+    let p = m.encode();
+    assert_eq!(&p[0..4], &[4, 3, 2, 1], "pdn @0 little-endian");
+    assert_eq!(get_le32(&p, 4), Some(5));
+    assert_eq!(get_le64(&p, 8), Some(m.iova));
+    assert_eq!(get_le64(&p, 16), Some(m.length));
+    assert_eq!(get_le64(&p, 24), Some(m.pages.root));
+    assert_eq!(get_le32(&p, 32), Some(0x00dd_eeff));
+    assert_eq!((p[36], p[37]), (21, 3));
+    assert_eq!(CreateMrParams::decode(&p), Some(m));
+    reserved_refused(&p, &(38..56).collect::<Vec<_>>(), CreateMrParams::decode);
+}
+
+#[test]
+fn key_and_number_params_layout() {
+    let k = KeyParams {
+        key: mr_key(5, 0x7a),
+    };
+    assert_eq!(k.key, 0x57a);
+    let p = k.encode();
+    assert_eq!(KeyParams::decode(&p), Some(k));
+    reserved_refused(&p, &[4, 55], KeyParams::decode);
+    let n = NumParams { num: 77 };
+    let p = n.encode();
+    assert_eq!(get_le32(&p, 0), Some(77));
+    assert_eq!(NumParams::decode(&p), Some(n));
+    reserved_refused(&p, &[4, 30, 55], NumParams::decode);
+}
+
+#[test]
+fn create_cq_params_layout() {
+    let c = CreateCqParams {
+        db_page: 7,
+        log_depth: 10,
+        log_cqe_size: 6,
+        ring: PageList {
+            root: 0x1234_5000,
+            npages: 16,
+            page_shift: 12,
+            levels: 1,
+        },
+        db_record: 0xabc8,
+    };
+    let p = c.encode();
+    assert_eq!(get_le32(&p, 0), Some(7));
+    assert_eq!(&p[4..8], &[10, 6, 12, 1]);
+    assert_eq!(get_le64(&p, 8), Some(0x1234_5000));
+    assert_eq!(get_le32(&p, 16), Some(16));
+    assert_eq!(get_le64(&p, 24), Some(0xabc8));
+    assert_eq!(CreateCqParams::decode(&p), Some(c));
+    reserved_refused(&p, &[20, 23, 32, 55], CreateCqParams::decode);
+}
+
+#[test]
+fn create_qp_params_layout() {
+    let q = CreateQpParams {
+        qp_type: QP_TYPE_RC,
+        db_page: 3,
+        max_send_sge: 4,
+        max_recv_sge: 2,
+        pdn: 9,
+        send_cqn: 10,
+        recv_cqn: 11,
+        max_inline: 64,
+        flags: 0,
+        sq: WorkQueue {
+            log_depth: 8,
+            log_wqe_size: 7,
+            ring: PageList {
+                root: 0x10_0000,
+                npages: 8,
+                page_shift: 12,
+                levels: 1,
+            },
+        },
+        rq: WorkQueue {
+            log_depth: 6,
+            log_wqe_size: 6,
+            ring: PageList {
+                root: 0x20_0000,
+                npages: 1,
+                page_shift: 21,
+                levels: 2,
+            },
+        },
+    };
+    let p = q.encode();
+    assert_eq!(&p[0..4], &[QP_TYPE_RC, 3, 4, 2]);
+    assert_eq!(
+        (get_le32(&p, 4), get_le32(&p, 8), get_le32(&p, 12)),
+        (Some(9), Some(10), Some(11))
+    );
+    assert_eq!(get_le16(&p, 16), Some(64));
+    assert_eq!(&p[18..23], &[8, 7, 6, 6, 0]);
+    assert_eq!(get_le64(&p, 24), Some(0x10_0000));
+    assert_eq!(get_le64(&p, 32), Some(0x20_0000));
+    assert_eq!((get_le32(&p, 40), get_le32(&p, 44)), (Some(8), Some(1)));
+    assert_eq!(&p[48..52], &[12, 1, 21, 2]);
+    assert_eq!(CreateQpParams::decode(&p), Some(q));
+    reserved_refused(&p, &[23, 52, 55], CreateQpParams::decode);
+}
+
+#[test]
+fn modify_and_query_qp_params_layout() {
+    let m = ModifyQpParams {
+        qpn: 2,
+        attr_mask: QP_ATTR_STATE | QP_ATTR_AV,
+        attr_addr: 0xfeed_0000,
+        attr_len: QP_ATTR_SIZE as u32,
+    };
+    let p = m.encode();
+    assert_eq!(get_le32(&p, 4), Some(0x81));
+    assert_eq!(get_le32(&p, 16), Some(128));
+    assert_eq!(ModifyQpParams::decode(&p), Some(m));
+    reserved_refused(&p, &[20, 55], ModifyQpParams::decode);
+    let q = QueryQpParams {
+        qpn: 3,
+        resp_addr: 0xbeef_0000,
+        resp_len: 64,
+    };
+    let p = q.encode();
+    assert_eq!(get_le64(&p, 8), Some(0xbeef_0000));
+    assert_eq!(QueryQpParams::decode(&p), Some(q));
+    reserved_refused(&p, &[4, 7, 20, 55], QueryQpParams::decode);
+}
+
+#[test]
+fn qp_attr_layout_round_trips_and_rejects_reserved() {
+    let a = QpAttr {
+        qp_state: QPS_RTR,
+        cur_qp_state: QPS_INIT,
+        path_mtu: MTU_4096,
+        path_mig_state: 0,
+        qkey: 0x1111_2222,
+        rq_psn: 0x00ab_cdef,
+        sq_psn: 0x0012_3456,
+        dest_qp_num: 0x00fe_dcba,
+        qp_access_flags: ACCESS_REMOTE_WRITE,
+        pkey_index: 0x0102,
+        en_sqd_async_notify: 1,
+        sq_draining: 0,
+        max_rd_atomic: 4,
+        max_dest_rd_atomic: 8,
+        min_rnr_timer: 12,
+        port_num: 1,
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 6,
+        rate_limit: 0x3344_5566,
+        ah: QpAh {
+            dlid: 0x0203,
+            sl: 5,
+            src_path_bits: 0,
+            static_rate: 3,
+            ah_flags: AH_FLAG_GRH,
+            port_num: 1,
+            dgid: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8],
+            flow_label: 0x000f_ffff,
+            sgid_index: 0,
+            hop_limit: 64,
+            traffic_class: 0x20,
+        },
+    };
+    let b = a.encode();
+    assert_eq!(&b[0..4], &[QPS_RTR, QPS_INIT, MTU_4096, 0]);
+    assert_eq!(get_le32(&b, 8), Some(0x00ab_cdef));
+    assert_eq!(get_le32(&b, 16), Some(0x00fe_dcba));
+    assert_eq!(get_le16(&b, 24), Some(0x0102));
+    assert_eq!(&b[28..37], &[1, 0, 4, 8, 12, 1, 14, 7, 6]);
+    assert_eq!(get_le32(&b, 40), Some(0x3344_5566));
+    assert_eq!(get_le16(&b, 48), Some(0x0203), "dlid @48");
+    assert_eq!(&b[50..55], &[5, 0, 3, AH_FLAG_GRH, 1]);
+    assert_eq!(&b[56..58], &[0xfe, 0x80], "dgid @56");
+    assert_eq!(get_le32(&b, 72), Some(0x000f_ffff));
+    assert_eq!(&b[76..79], &[0, 64, 0x20]);
+    assert_eq!(QpAttr::decode(&b), Some(a));
+    for off in [26, 27, 37, 39, 44, 47, 55, 79, 80, 95, 96, 127] {
+        let mut bad = b;
+        bad[off] = 1;
+        assert_eq!(QpAttr::decode(&bad), None, "reserved byte {off}");
+    }
+}
+
+#[test]
+fn page_list_shape_and_levels() {
+    assert_eq!(pt_levels_for(0), Some(1));
+    assert_eq!(pt_levels_for(512), Some(1));
+    assert_eq!(pt_levels_for(513), Some(2));
+    assert_eq!(pt_levels_for(512 * 512), Some(2));
+    assert_eq!(pt_levels_for(512 * 512 + 1), Some(3));
+    assert_eq!(
+        pt_levels_for(u64::from(MAX_PAGES)),
+        Some(3),
+        "64 GiB of 4 KiB pages: three levels"
+    );
+    assert_eq!(pt_levels_for(1 << 36), Some(4));
+    assert_eq!(pt_levels_for((1 << 36) + 1), None);
+    let ok = PageList {
+        root: 0x1000,
+        npages: MAX_PAGES,
+        page_shift: 12,
+        levels: 3,
+    };
+    assert!(ok.shape_ok());
+    assert_eq!(ok.bytes(), 64 << 30);
+    assert!(
+        PageList { levels: 4, ..ok }.shape_ok(),
+        "more levels than needed"
+    );
+    for bad in [
+        PageList { levels: 2, ..ok },
+        PageList { levels: 5, ..ok },
+        PageList { levels: 0, ..ok },
+        PageList { npages: 0, ..ok },
+        PageList {
+            npages: MAX_PAGES + 1,
+            ..ok
+        },
+        PageList {
+            page_shift: 13,
+            ..ok
+        },
+        PageList { root: 0x1008, ..ok },
+    ] {
+        assert!(!bad.shape_ok(), "{bad:?}");
+    }
+}
+
+#[test]
+fn rc_state_table_matches_ib_modify_qp_is_ok() {
+    let all: Vec<u8> = (QPS_RESET..=QPS_ERR).collect();
+    let valid = [
+        (QPS_RESET, QPS_RESET),
+        (QPS_RESET, QPS_INIT),
+        (QPS_INIT, QPS_RESET),
+        (QPS_INIT, QPS_ERR),
+        (QPS_INIT, QPS_INIT),
+        (QPS_INIT, QPS_RTR),
+        (QPS_RTR, QPS_RESET),
+        (QPS_RTR, QPS_ERR),
+        (QPS_RTR, QPS_RTS),
+        (QPS_RTS, QPS_RESET),
+        (QPS_RTS, QPS_ERR),
+        (QPS_RTS, QPS_RTS),
+        (QPS_RTS, QPS_SQD),
+        (QPS_SQD, QPS_RESET),
+        (QPS_SQD, QPS_ERR),
+        (QPS_SQD, QPS_RTS),
+        (QPS_SQD, QPS_SQD),
+        (QPS_SQE, QPS_RESET),
+        (QPS_SQE, QPS_ERR),
+        (QPS_SQE, QPS_RTS),
+        (QPS_ERR, QPS_RESET),
+        (QPS_ERR, QPS_ERR),
+    ];
+    for &c in &all {
+        for &n in &all {
+            assert_eq!(
+                rc_transition(c, n).is_some(),
+                valid.contains(&(c, n)),
+                "{c} -> {n}"
+            );
+        }
+    }
+    assert_eq!(rc_transition(7, QPS_RESET), None, "unknown state");
+    let init = QP_ATTR_PKEY_INDEX | QP_ATTR_PORT | QP_ATTR_ACCESS_FLAGS;
+    assert!(rc_modify_ok(QPS_RESET, QPS_INIT, QP_ATTR_STATE | init));
+    assert!(!rc_modify_ok(
+        QPS_RESET,
+        QPS_INIT,
+        QP_ATTR_STATE | QP_ATTR_PORT
+    ));
+    assert!(!rc_modify_ok(
+        QPS_RESET,
+        QPS_INIT,
+        QP_ATTR_STATE | init | QP_ATTR_QKEY
+    ));
+    assert!(
+        !rc_modify_ok(QPS_INIT, QPS_INIT, QP_ATTR_CUR_STATE),
+        "CUR_STATE only from RTR, RTS, SQD, SQE"
+    );
+    assert!(rc_modify_ok(QPS_RTS, QPS_RTS, QP_ATTR_CUR_STATE));
+    assert!(rc_modify_ok(QPS_RTS, QPS_RTS, QP_ATTR_RATE_LIMIT));
+    assert!(rc_modify_ok(QPS_SQE, QPS_RTS, QP_ATTR_STATE));
+    assert!(!rc_modify_ok(
+        QPS_SQE,
+        QPS_RTS,
+        QP_ATTR_STATE | QP_ATTR_ACCESS_FLAGS
+    ));
+}
+
+#[test]
+fn doorbell_page_layout() {
+    assert_eq!(DB_PAGE_SIZE * DB_PAGES as usize, BAR2_SIZE);
+    assert_eq!(db_value(0x1234, 0xabcd), 0x1234_abcd);
+    let offs = [DB_SQ, DB_RQ, DB_CQ_ARM, DB_CQ_ARM_SOLICITED];
+    for (i, o) in offs.iter().enumerate() {
+        assert_eq!(*o, 4 * i, "doorbells are consecutive 32-bit words");
+    }
+}
+
+/// The RC column of Linux's `qp_state_table` (`drivers/infiniband/core/verbs.c`),
+/// transcribed pair by pair, against [`rc_transition`]: the same pairs, the same masks.
+#[test]
+fn rc_masks_are_the_kernel_tables() {
+    const PKEY: u32 = QP_ATTR_PKEY_INDEX;
+    const ACC: u32 = QP_ATTR_ACCESS_FLAGS;
+    const ALT: u32 = QP_ATTR_ALT_PATH;
+    const MIG: u32 = QP_ATTR_PATH_MIG_STATE;
+    const RNR_T: u32 = QP_ATTR_MIN_RNR_TIMER;
+    let expected: [(u8, u8, u32, u32); 22] = [
+        (QPS_RESET, QPS_RESET, 0, 0),
+        (QPS_RESET, QPS_INIT, PKEY | QP_ATTR_PORT | ACC, 0),
+        (QPS_INIT, QPS_RESET, 0, 0),
+        (QPS_INIT, QPS_ERR, 0, 0),
+        (QPS_INIT, QPS_INIT, 0, PKEY | QP_ATTR_PORT | ACC),
+        (
+            QPS_INIT,
+            QPS_RTR,
+            QP_ATTR_AV
+                | QP_ATTR_PATH_MTU
+                | QP_ATTR_DEST_QPN
+                | QP_ATTR_RQ_PSN
+                | QP_ATTR_MAX_DEST_RD_ATOMIC
+                | RNR_T,
+            ALT | ACC | PKEY,
+        ),
+        (QPS_RTR, QPS_RESET, 0, 0),
+        (QPS_RTR, QPS_ERR, 0, 0),
+        (
+            QPS_RTR,
+            QPS_RTS,
+            QP_ATTR_TIMEOUT
+                | QP_ATTR_RETRY_CNT
+                | QP_ATTR_RNR_RETRY
+                | QP_ATTR_SQ_PSN
+                | QP_ATTR_MAX_QP_RD_ATOMIC,
+            QP_ATTR_CUR_STATE | ALT | ACC | RNR_T | MIG,
+        ),
+        (QPS_RTS, QPS_RESET, 0, 0),
+        (QPS_RTS, QPS_ERR, 0, 0),
+        (
+            QPS_RTS,
+            QPS_RTS,
+            0,
+            QP_ATTR_CUR_STATE | ACC | ALT | MIG | RNR_T,
+        ),
+        (QPS_RTS, QPS_SQD, 0, QP_ATTR_EN_SQD_ASYNC_NOTIFY),
+        (QPS_SQD, QPS_RESET, 0, 0),
+        (QPS_SQD, QPS_ERR, 0, 0),
+        (
+            QPS_SQD,
+            QPS_RTS,
+            0,
+            QP_ATTR_CUR_STATE | ALT | ACC | RNR_T | MIG,
+        ),
+        (
+            QPS_SQD,
+            QPS_SQD,
+            0,
+            QP_ATTR_PORT
+                | QP_ATTR_AV
+                | QP_ATTR_TIMEOUT
+                | QP_ATTR_RETRY_CNT
+                | QP_ATTR_RNR_RETRY
+                | QP_ATTR_MAX_QP_RD_ATOMIC
+                | QP_ATTR_MAX_DEST_RD_ATOMIC
+                | ALT
+                | ACC
+                | PKEY
+                | RNR_T
+                | MIG,
+        ),
+        (QPS_SQE, QPS_RESET, 0, 0),
+        (QPS_SQE, QPS_ERR, 0, 0),
+        (QPS_SQE, QPS_RTS, 0, 0),
+        (QPS_ERR, QPS_RESET, 0, 0),
+        (QPS_ERR, QPS_ERR, 0, 0),
+    ];
+    for cur in QPS_RESET..=QPS_ERR {
+        for next in QPS_RESET..=QPS_ERR {
+            let want = expected
+                .iter()
+                .find(|e| (e.0, e.1) == (cur, next))
+                .map(|e| (e.2, e.3));
+            assert_eq!(rc_transition(cur, next), want, "{cur} -> {next}");
+        }
+    }
+    // The mask bits are IB_QP_*'s (include/rdma/ib_verbs.h).
+    assert_eq!(
+        [
+            QP_ATTR_STATE,
+            QP_ATTR_AV,
+            QP_ATTR_SQ_PSN,
+            QP_ATTR_DEST_QPN,
+            QP_ATTR_RATE_LIMIT
+        ],
+        [1, 1 << 7, 1 << 16, 1 << 20, 1 << 25]
+    );
 }

@@ -10,7 +10,7 @@
 //! | `fatal [CODE]` | the NIC stops as on an internal error: `STATUS.FATAL`, `ERROR = CODE` (default `ERR_INTERNAL`, 5), `EVENT_FATAL` |
 //! | `inject FAULT` | arms an `--inject` fault now (`none` clears it) |
 //! | `event KIND DATA [COUNT]` | posts COUNT (1..=64, default 1) events of any kind with `data` DATA, as the NIC would |
-//! | `status` | `ok link=up\|down enabled=0\|1 fatal=0\|1 error=N bme=0\|1 pds=N commands=N` and every anomaly counter |
+//! | `status` | `ok link=up\|down enabled=0\|1 fatal=0\|1 error=N bme=0\|1 pds=N mrs=N cqs=N qps=N doorbells=N commands=N` and every anomaly counter |
 //!
 //! The listener runs on a thread of its own and acts on the shared [`Device`].
 

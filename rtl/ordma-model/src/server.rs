@@ -148,12 +148,16 @@ impl ServerBackend for Backend {
                 l.nic.bar0_write(offset, data.len(), value, &*l.mem, l.irq);
             }
             VFIO_PCI_BAR2_REGION_INDEX => {
+                let value = le_value(data);
                 debug!(
                     page = offset / 4096,
                     offset = offset % 4096,
-                    len = data.len(),
-                    "doorbell write (no queue objects yet)"
+                    value = format_args!("{value:#x}"),
+                    "doorbell write"
                 );
+                let mut l = self.dev.lock();
+                l.nic
+                    .doorbell_write(offset, data.len(), value, &*l.mem, l.irq);
             }
             _ => debug!(region, offset, "write to an unused region ignored"),
         }

@@ -91,7 +91,8 @@ fn link_fatal_status_and_bad_requests_over_the_socket() {
         status.starts_with("ok link=up enabled=1 fatal=0"),
         "{status}"
     );
-    assert!(status.contains(" pds=0 "), "{status}");
+    assert!(status.contains(" pds=0 mrs=0 cqs=0 qps=0 "), "{status}");
+    assert!(status.contains(" foreign_doorbells=0"), "{status}");
     assert!(status.contains(" bad_doorbells=0"), "{status}");
 
     // link down: the event the NIC's own link change posts, with its interrupt.

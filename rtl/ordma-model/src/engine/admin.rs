@@ -124,6 +124,10 @@ impl Nic {
         if completed {
             self.interrupt(hw::VECTOR_ADMIN, irq);
         }
+        // Events the commands raised, after their completions.
+        while let Some((kind, data, data2)) = self.deferred_events.pop_front() {
+            self.post_event(kind, data, data2, mem, irq);
+        }
     }
 
     /// Runs one admin command.
@@ -133,6 +137,14 @@ impl Nic {
             hw::CMD_QUERY_PORT => self.query_port(cmd, mem),
             hw::CMD_ALLOC_PD => self.alloc_pd(cmd),
             hw::CMD_DEALLOC_PD => self.dealloc_pd(cmd),
+            hw::CMD_CREATE_MR => self.create_mr(cmd, mem),
+            hw::CMD_DESTROY_MR => self.destroy_mr(cmd),
+            hw::CMD_CREATE_CQ => self.create_cq(cmd, mem),
+            hw::CMD_DESTROY_CQ => self.destroy_cq(cmd),
+            hw::CMD_CREATE_QP => self.create_qp(cmd, mem),
+            hw::CMD_MODIFY_QP => self.modify_qp(cmd, mem),
+            hw::CMD_QUERY_QP => self.query_qp(cmd, mem),
+            hw::CMD_DESTROY_QP => self.destroy_qp(cmd),
             _ => (hw::AQ_BAD_OPCODE, 0),
         };
         let (op, cmd_id, status) = (cmd.opcode, cmd.cmd_id, outcome.0);
@@ -171,7 +183,7 @@ impl Nic {
     }
 
     /// Writes a query's response, `min(resp_len, bytes.len())` bytes.
-    fn respond(mem: &dyn Dma, addr: u64, resp_len: u32, bytes: &[u8]) -> Outcome {
+    pub(super) fn respond(mem: &dyn Dma, addr: u64, resp_len: u32, bytes: &[u8]) -> Outcome {
         let len = bytes.len().min(resp_len as usize);
         let Some(bytes) = bytes.get(..len) else {
             return (hw::AQ_BAD_PARAM, 0);
@@ -225,11 +237,16 @@ impl Nic {
         }
     }
 
-    /// `CMD_DEALLOC_PD`: frees a PD.
+    /// `CMD_DEALLOC_PD`: frees a PD; `AQ_BAD_PARAM` while an MR or QP uses it.
     fn dealloc_pd(&mut self, cmd: &hw::AdminCmd) -> Outcome {
         let Some(p) = hw::PdParams::decode(&cmd.params) else {
             return (hw::AQ_BAD_PARAM, 0);
         };
+        let used = self.mrs.iter().any(|(_, mr)| mr.pdn == p.pdn)
+            || self.qps.iter().any(|(_, qp)| qp.pdn == p.pdn);
+        if used {
+            return (hw::AQ_BAD_PARAM, 0);
+        }
         match self.pds.remove_index(p.pdn) {
             Some(Pd) => {
                 debug!(pdn = p.pdn, "PD freed");

@@ -16,7 +16,8 @@ pub const LOG_FIRST: u64 = 8;
 /// A kind of bad input (or refused work) the model counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Anomaly {
-    /// A doorbell write the NIC could not accept (queue off, index out of range).
+    /// A doorbell write the NIC could not accept (queue off or unknown, index out of
+    /// range, unknown doorbell offset).
     BadDoorbell,
     /// A write to a read-only or unknown register, or an unknown `CONTROL` command.
     BadRegisterWrite,
@@ -32,11 +33,13 @@ pub enum Anomaly {
     DmaRefused,
     /// An event dropped because the event queue (or the NIC's event FIFO) was full.
     EventDropped,
+    /// A doorbell on one context's page for a queue another context owns (ignored).
+    ForeignDoorbell,
 }
 
 impl Anomaly {
     /// Every kind, in the order the status line lists them.
-    pub const ALL: [Anomaly; 8] = [
+    pub const ALL: [Anomaly; 9] = [
         Anomaly::BadDoorbell,
         Anomaly::BadRegisterWrite,
         Anomaly::BadAccess,
@@ -45,6 +48,7 @@ impl Anomaly {
         Anomaly::NoResources,
         Anomaly::DmaRefused,
         Anomaly::EventDropped,
+        Anomaly::ForeignDoorbell,
     ];
 
     /// The counter's name in logs and in the control channel's `status` line.
@@ -58,6 +62,7 @@ impl Anomaly {
             Anomaly::NoResources => "no_resources",
             Anomaly::DmaRefused => "dma_refused",
             Anomaly::EventDropped => "events_dropped",
+            Anomaly::ForeignDoorbell => "foreign_doorbells",
         }
     }
 }

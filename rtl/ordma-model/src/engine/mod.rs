@@ -10,7 +10,12 @@
 //! - [`regs`]: the BAR0 register file and its decoding;
 //! - [`admin`]: the admin queue, one function per command;
 //! - [`events`]: the event queue;
-//! - [`tables`]: object tables (PDs);
+//! - [`tables`]: object tables (PDs, MRs, CQs, QPs: index plus an 8-bit key);
+//! - [`pages`]: page lists in host memory (MR pages, rings), validated and walked;
+//! - [`mr`]: memory regions and the translation of MR keys and addresses;
+//! - [`cq`]: completion queues, arming, completion events;
+//! - [`qp`]: queue pairs; [`qp_state`]: the QP state machine (`CMD_MODIFY_QP`);
+//! - [`doorbell`]: the doorbell pages in BAR2 and their ownership rule;
 //! - [`counters`]: counted, bounded logging of bad input.
 //!
 //! The `Nic` itself is plain data behind `&mut self`: whoever shares it between threads (the
@@ -18,7 +23,13 @@
 
 pub mod admin;
 pub mod counters;
+pub mod cq;
+pub mod doorbell;
 pub mod events;
+pub mod mr;
+pub mod pages;
+pub mod qp;
+pub mod qp_state;
 pub mod regs;
 pub mod tables;
 
@@ -31,9 +42,12 @@ use tracing::{info, warn};
 use crate::mem::{Dma, DmaError};
 use admin::AdminQueue;
 use counters::{bounded_warn, Anomaly, Counters};
+use cq::Cq;
 use events::EventQueue;
+use mr::Mr;
+use qp::Qp;
 use regs::Regs;
-use tables::Table;
+use tables::{Handle, Table};
 
 /// Where the engine raises MSI-X interrupts.
 pub trait Interrupts {
@@ -131,6 +145,11 @@ pub struct Nic {
     /// Admin commands completed since reset, for logs and tests.
     pub commands_completed: u64,
     pds: Table<Pd>,
+    mrs: Table<Mr>,
+    cqs: Table<Cq>,
+    qps: Table<Qp>,
+    /// Queue doorbells accepted since reset.
+    doorbells: u64,
     /// PCI COMMAND.BME: the NIC may DMA (and send MSI-X) only while it is set.
     bus_master: bool,
     /// Events waiting for bus mastering: (kind, data, data2).
@@ -155,6 +174,14 @@ pub struct NicStatus {
     pub bus_master: bool,
     /// PDs allocated.
     pub pds: u32,
+    /// MRs registered.
+    pub mrs: u32,
+    /// CQs existing.
+    pub cqs: u32,
+    /// QPs existing.
+    pub qps: u32,
+    /// Queue doorbells accepted since reset.
+    pub doorbells: u64,
     /// Admin commands completed since reset.
     pub commands: u64,
     /// The anomaly counters.
@@ -166,13 +193,18 @@ impl fmt::Display for NicStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "link={} enabled={} fatal={} error={} bme={} pds={} commands={} {}",
+            "link={} enabled={} fatal={} error={} bme={} pds={} mrs={} cqs={} qps={} \
+             doorbells={} commands={} {}",
             if self.link_up { "up" } else { "down" },
             u8::from(self.enabled),
             u8::from(self.fatal),
             self.error,
             u8::from(self.bus_master),
             self.pds,
+            self.mrs,
+            self.cqs,
+            self.qps,
+            self.doorbells,
             self.commands,
             self.counters
         )
@@ -224,6 +256,16 @@ impl Nic {
             eq: None,
             commands_completed: 0,
             pds: Table::new(config.attrs.max_pd),
+            // Keys carry 24 bits of index; doorbells carry 16 bits of CQN and QPN.
+            mrs: Table::new(config.attrs.max_mr.min(Handle::MAX_INDEX + 1)),
+            cqs: Table::new(config.attrs.max_cq.min(hw::MAX_QUEUE_NUM + 1)),
+            qps: Table::new(
+                config
+                    .attrs
+                    .max_qp
+                    .min(hw::MAX_QUEUE_NUM + 1 - hw::QPN_FIRST),
+            ),
+            doorbells: 0,
             bus_master: false,
             deferred_events: VecDeque::new(),
             pending_irqs: 0,
@@ -258,6 +300,10 @@ impl Nic {
             error: self.error,
             bus_master: self.bus_master,
             pds: self.pds.in_use(),
+            mrs: self.mrs.in_use(),
+            cqs: self.cqs.in_use(),
+            qps: self.qps.in_use(),
+            doorbells: self.doorbells,
             commands: self.commands_completed,
             counters: self.counters,
         }
@@ -323,6 +369,22 @@ impl Nic {
             what,
             "bus mastering is off: no DMA; held until it is back on"
         );
+    }
+
+    /// Queues an event a command raised; the admin loop posts it after the command's
+    /// completion (and the bus-mastering rule holds it as any other). Bounded like the
+    /// FIFO of held events: beyond it the event is dropped and counted.
+    fn queue_event(&mut self, kind: u8, data: u32, data2: u64) {
+        if self.deferred_events.len() < EVENT_FIFO {
+            self.deferred_events.push_back((kind, data, data2));
+        } else {
+            bounded_warn!(
+                self.counters,
+                Anomaly::EventDropped,
+                kind,
+                "the NIC's event FIFO is full: event dropped"
+            );
+        }
     }
 
     /// Raises MSI-X `vector`, or holds it while bus mastering is off.

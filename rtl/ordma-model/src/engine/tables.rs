@@ -1,4 +1,4 @@
-//! Object tables: the NIC's PDs today; MRs, CQs and QPs follow the same pattern.
+//! Object tables: the NIC's PDs, MRs, CQs and QPs.
 //!
 //! A [`Table`] holds up to `max` objects in slots handed out lowest index first. Each slot
 //! has an 8-bit key that changes every time the slot is reused, so a [`Handle`] (index plus
@@ -108,6 +108,33 @@ impl<T> Table<T> {
     pub fn remove(&mut self, h: Handle) -> Option<T> {
         self.slot(h.index).filter(|s| s.key == h.key)?;
         self.remove_index(h.index)
+    }
+
+    /// The object in slot `index`, whatever its key, for changing.
+    pub fn get_index_mut(&mut self, index: u32) -> Option<&mut T> {
+        self.slots
+            .get_mut(usize::try_from(index).ok()?)?
+            .obj
+            .as_mut()
+    }
+
+    /// The object `h` names, if its key still matches, for changing.
+    pub fn get_mut(&mut self, h: Handle) -> Option<&mut T> {
+        self.slot(h.index).filter(|s| s.key == h.key)?;
+        self.get_index_mut(h.index)
+    }
+
+    /// Every object with its slot index.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
+        self.slots
+            .iter()
+            .zip(0u32..)
+            .filter_map(|(s, i)| s.obj.as_ref().map(|o| (i, o)))
+    }
+
+    /// Whether all `max` slots are in use (the next insert fails).
+    pub fn is_full(&self) -> bool {
+        self.used >= self.max
     }
 
     /// Objects in the table.

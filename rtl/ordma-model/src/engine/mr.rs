@@ -1,0 +1,183 @@
+//! Memory regions: `CMD_CREATE_MR`, `CMD_DESTROY_MR` and the data path's translation of
+//! an (MR key, virtual address, length) into bus addresses.
+//!
+//! An MR's key is `index << 8 | key` ([`hw::mr_key`]): the table slot and the 8-bit key that
+//! changes each time the slot is reused, so a key that outlived its MR matches nothing. The
+//! NIC validates the whole page list when the MR is created and keeps only its root; a
+//! translation walks the tables again (one 8-byte read per level and page touched).
+
+use ordma_hw as hw;
+use tracing::debug;
+
+use super::pages::{self, PageError};
+use super::tables::Handle;
+use super::Nic;
+use crate::mem::Dma;
+
+/// A memory region on the NIC.
+#[derive(Clone, Copy, Debug)]
+pub struct Mr {
+    /// Its PD.
+    pub pdn: u32,
+    /// `hw::ACCESS_*`.
+    pub access: u32,
+    /// First virtual address.
+    pub iova: u64,
+    /// Length in bytes.
+    pub length: u64,
+    /// Its pages.
+    pub pages: hw::PageList,
+}
+
+/// The largest length one translation may cover (the port's `max_msg_sz`, 2 GiB), so a
+/// translation's result is bounded.
+pub const MAX_XLATE: u64 = 1 << 31;
+
+/// Why a translation failed; the data path turns these into completion statuses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XlateError {
+    /// No MR has this key (never created, destroyed, or the slot was reused).
+    BadKey,
+    /// The MR belongs to another PD than the QP.
+    WrongPd,
+    /// The range is not inside the MR (or longer than [`MAX_XLATE`]).
+    Bounds,
+    /// The MR does not allow the access asked for.
+    Access,
+    /// The MR's page tables could not be read or hold a misaligned entry now.
+    Dma,
+}
+
+/// A command's outcome: (status, result).
+type Outcome = (u16, u64);
+
+impl Nic {
+    /// MRs registered now, for logs and tests.
+    pub fn mrs_in_use(&self) -> u32 {
+        self.mrs.in_use()
+    }
+
+    /// `CMD_CREATE_MR`: validates everything, walks the page list, stores the MR; the
+    /// result is its key.
+    pub(super) fn create_mr(&mut self, cmd: &hw::AdminCmd, mem: &dyn Dma) -> Outcome {
+        let Some(p) = hw::CreateMrParams::decode(&cmd.params) else {
+            return (hw::AQ_BAD_PARAM, 0);
+        };
+        let ps = p.pages.page_shift;
+        let cap_ok = 1u64
+            .checked_shl(u32::from(ps))
+            .is_some_and(|bit| self.config.attrs.page_size_cap & bit != 0);
+        let access_ok = p.access & !hw::ACCESS_ALL == 0
+            && (p.access & (hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_ATOMIC) == 0
+                || p.access & hw::ACCESS_LOCAL_WRITE != 0);
+        // The span the MR's pages must cover: its offset in the first page plus its length.
+        let span = (p.iova % (1u64 << ps.min(63))).checked_add(p.length);
+        let npages_ok = span.is_some_and(|s| pages::pages_for(s, ps) == u64::from(p.pages.npages));
+        if self.pds.get_index(p.pdn).is_none()
+            || !access_ok
+            || p.length == 0
+            || p.iova.checked_add(p.length).is_none()
+            || !p.pages.shape_ok()
+            || !cap_ok
+            || !npages_ok
+        {
+            return (hw::AQ_BAD_PARAM, 0);
+        }
+        if self.mrs.is_full() {
+            return (hw::AQ_NO_RESOURCES, 0);
+        }
+        if let Err(e) = pages::validate(mem, &p.pages) {
+            return (e.status(), 0);
+        }
+        let mr = Mr {
+            pdn: p.pdn,
+            access: p.access,
+            iova: p.iova,
+            length: p.length,
+            pages: p.pages,
+        };
+        match self.mrs.insert(mr).and_then(Handle::to_key) {
+            Some(key) => {
+                debug!(
+                    key = format_args!("{key:#x}"),
+                    pdn = p.pdn,
+                    npages = p.pages.npages,
+                    "MR created"
+                );
+                (hw::AQ_OK, u64::from(key))
+            }
+            None => (hw::AQ_NO_RESOURCES, 0),
+        }
+    }
+
+    /// `CMD_DESTROY_MR`: frees the MR the key names; `AQ_BAD_PARAM` for a wrong key.
+    pub(super) fn destroy_mr(&mut self, cmd: &hw::AdminCmd) -> Outcome {
+        let Some(p) = hw::KeyParams::decode(&cmd.params) else {
+            return (hw::AQ_BAD_PARAM, 0);
+        };
+        match self.mrs.remove(Handle::from_key(p.key)) {
+            Some(_) => {
+                debug!(key = format_args!("{:#x}", p.key), "MR destroyed");
+                (hw::AQ_OK, 0)
+            }
+            None => (hw::AQ_BAD_PARAM, 0),
+        }
+    }
+
+    /// Translates `len` bytes at virtual address `iova` of the MR `key` names, for a QP of
+    /// PD `pdn` wanting `access` (`hw::ACCESS_*`; 0 = local read), into bus-address pieces
+    /// `(addr, len)`, contiguous pieces merged, in order. A zero length translates to no
+    /// pieces once the key, PD and access are checked.
+    ///
+    /// # Errors
+    ///
+    /// [`XlateError`]: which check failed.
+    pub fn translate(
+        &self,
+        mem: &dyn Dma,
+        key: u32,
+        pdn: u32,
+        iova: u64,
+        len: u64,
+        access: u32,
+    ) -> Result<Vec<(u64, u64)>, XlateError> {
+        let mr = self
+            .mrs
+            .get(Handle::from_key(key))
+            .ok_or(XlateError::BadKey)?;
+        if mr.pdn != pdn {
+            return Err(XlateError::WrongPd);
+        }
+        if access & !mr.access != 0 {
+            return Err(XlateError::Access);
+        }
+        let end = iova.checked_add(len).ok_or(XlateError::Bounds)?;
+        let mr_end = mr.iova.checked_add(mr.length).ok_or(XlateError::Bounds)?;
+        if iova < mr.iova || end > mr_end || len > MAX_XLATE {
+            return Err(XlateError::Bounds);
+        }
+        let shift = u32::from(mr.pages.page_shift.min(63));
+        let page_size = 1u64 << shift;
+        // Offset from the start of the MR's first page.
+        let mut off = (iova - mr.iova)
+            .checked_add(mr.iova % page_size)
+            .ok_or(XlateError::Bounds)?;
+        let mut left = len;
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        while left > 0 {
+            let in_page = off % page_size;
+            let chunk = left.min(page_size - in_page);
+            let page = pages::page_addr(mem, &mr.pages, off >> shift).map_err(|e| match e {
+                PageError::Shape | PageError::Unreachable => XlateError::Dma,
+            })?;
+            let addr = page.checked_add(in_page).ok_or(XlateError::Dma)?;
+            match out.last_mut() {
+                Some((a, l)) if a.checked_add(*l) == Some(addr) => *l += chunk,
+                _ => out.push((addr, chunk)),
+            }
+            off += chunk;
+            left -= chunk;
+        }
+        Ok(out)
+    }
+}
