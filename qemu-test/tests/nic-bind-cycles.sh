@@ -8,7 +8,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 D=/sys/bus/pci/drivers/ordma
 devs=$(cd $D && ls -d 0000:*)
 [ "$(echo "$devs" | wc -w)" = 2 ] || fail "expected two bound NICs, got: $devs"
-before=$(dmesg | grep -c 'ordma NIC 1.0: node GUID' || true)
+before=$(dmesg | grep -c 'ordma NIC 1.1: node GUID' || true)
 for i in $(seq 20); do
 	for d in $devs; do
 		echo "$d" >$D/unbind
@@ -17,7 +17,7 @@ for i in $(seq 20); do
 		[ -e "$D/$d" ] || fail "cycle $i: $d not bound after bind"
 	done
 done
-after=$(dmesg | grep -c 'ordma NIC 1.0: node GUID' || true)
+after=$(dmesg | grep -c 'ordma NIC 1.1: node GUID' || true)
 echo "probes: $before at load, $after after 20 cycles"
 [ "$after" = $((before + 40)) ] || fail "expected $((before + 40)) successful probes, saw $after"
 # Every vector was given back: no ordma interrupt is left after unload.

@@ -13,7 +13,7 @@ lspci -nn -d 4f52:0001
 lspci -n -d 4f52:0001 | grep -q ' 0207: ' || fail "class is not InfiniBand controller"
 dmesg | grep 'ordma 0000' || true
 for guid in 0200000000000000 0200000000000001; do
-	dmesg | grep -q "ordma NIC 1.0: node GUID $guid, fw 0.1.0, 1 port(s), max QP 1024" ||
+	dmesg | grep -q "ordma NIC 1.1: node GUID $guid, fw 0.1.0, 1 port(s), max QP 1024" ||
 		fail "no probe message with the model's attributes for GUID $guid"
 done
 # QUERY_PORT: LID = index + 1, state 4 (ACTIVE) with the link up, 1 (DOWN) without.

@@ -152,6 +152,7 @@ impl ServerBackend for Backend {
                 debug!(
                     page = offset / 4096,
                     offset = offset % 4096,
+                    len = data.len(),
                     value = format_args!("{value:#x}"),
                     "doorbell write"
                 );

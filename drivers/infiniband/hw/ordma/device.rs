@@ -89,7 +89,7 @@ impl<'bound> OrdmaDevice<'bound> {
                 },
                 ib <- new_mutex!(None, "ordma_ib"),
                 _: {
-                    let registration = Self::start(nic).inspect_err(|_| {
+                    let registration = Self::start(nic, version).inspect_err(|_| {
                         // Stop the NIC before its queues are freed.
                         nic.quiesce();
                     })?;
@@ -109,7 +109,10 @@ impl<'bound> OrdmaDevice<'bound> {
     }
 
     /// Starts the queues, asks the NIC what it is, and registers the `ib_device`.
-    fn start(nic: &Arc<Nic<'bound>>) -> Result<ib::Registration<'bound, OrdmaIb<'bound>>> {
+    fn start(
+        nic: &Arc<Nic<'bound>>,
+        version: u32,
+    ) -> Result<ib::Registration<'bound, OrdmaIb<'bound>>> {
         let pdev = nic.pdev;
         nic.enable()?;
         let attrs = nic.query_device()?;
@@ -120,8 +123,8 @@ impl<'bound> OrdmaDevice<'bound> {
         dev_info!(
             pdev,
             "ordma NIC {}.{}: node GUID {:016x}, fw {}.{}.{}, {} port(s), max QP {}, CQ {}, MR {}, PD {}\n",
-            hw::version_major(hw::VERSION),
-            hw::version_minor(hw::VERSION),
+            hw::version_major(version),
+            hw::version_minor(version),
             attrs.node_guid,
             attrs.fw_version >> 32,
             (attrs.fw_version >> 16) & 0xffff,
