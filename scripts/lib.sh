@@ -78,3 +78,19 @@ prune_results() {
 		-regex '.*/[0-9]{8}-[0-9]{6}(-.*)?' -printf '%f\n' | sort -r | tail -n +$((keep + 1)) |
 		while IFS= read -r d; do rm -rf --one-file-system "${1:?}/$d"; done
 }
+
+# wait_progress PID INTERVAL COMMAND...: wait for background job PID, logging COMMAND's
+# one-line output every INTERVAL seconds while it runs (the long builds' progress on the
+# terminal); returns PID's exit status.
+wait_progress() {
+	local pid=$1 every=$2 start=$SECONDS
+	shift 2
+	while kill -0 "$pid" 2>/dev/null; do
+		for _ in $(seq "$every"); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 1
+		done
+		! kill -0 "$pid" 2>/dev/null || log "$(($SECONDS - start)) s: $("$@" 2>/dev/null)"
+	done
+	wait "$pid"
+}

@@ -9,7 +9,9 @@
 # kernel kmemleak.txt (scanned after its rmmod). The kernel log gets the lines
 # "ordma-batch: begin NAME" and "ordma-batch: end NAME rc=N" around each test, the
 # module's (re)load and unload included, so the host attributes every kernel message to
-# the test during which it was logged. Exits 0 once all have run: verdicts are per test.
+# the test during which it was logged. `dmesg` in a test shows the kernel's messages since
+# its own load of ordma (dmesg -C before it). Exits 0 once all have run: verdicts are per
+# test.
 R=/ordma/results
 KO=/ordma/payload/ordma.ko
 K=/sys/kernel/debug/kmemleak
@@ -22,6 +24,9 @@ for spec; do
 	echo "[batch] ===== $name (timeout ${t}s)"
 	start=$SECONDS
 	rc=0
+	# What `dmesg` shows the test starts at its own load of ordma, as after a boot (the
+	# first test's load is stage2's, after the boot). The full log is in kernel.log.
+	grep -q '^ordma ' /proc/modules || dmesg -C
 	if ! grep -q '^ordma ' /proc/modules && ! insmod "$KO"; then
 		echo "[batch] insmod ordma.ko failed"
 		rc=125
