@@ -139,6 +139,11 @@ log "guest ran $((SECONDS - START)) s; QEMU exit status $qrc"
 # dmesg.txt if that is missing), never from the console, where the command's output is too.
 # Reported on every path (a hung task shows up in a timed-out run's log too).
 KLOG=$R/kernel.log
+# /dev/kmsg records ("level,seq,usec,flags;text", continuation lines " KEY=value") in
+# dmesg's format.
+awk '/^ / { next } { i = index($0, ";"); if (i) { split(substr($0, 1, i - 1), h, ",");
+	printf "[%12.6f] %s\n", h[3] / 1e6, substr($0, i + 1) } else print }' \
+	"$R/kernel.kmsg" >"$KLOG" 2>/dev/null && rm -f "$R/kernel.kmsg" || true
 [ -s "$KLOG" ] || KLOG=$R/dmesg.txt
 splat=
 if grep -E -f /ordma/src/qemu-test/kernel-splats.txt "$KLOG" >"$R/kernel-splats.txt" 2>/dev/null; then
