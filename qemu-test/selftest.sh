@@ -26,7 +26,7 @@ left_of() {
 		p=${e#/proc/}
 		p=${p%/environ}
 		[ "$p" != $$ ] && [ "$p" != "$BASHPID" ] || continue
-		if tr '\0' '\n' <"$e" 2>/dev/null | grep -qx "ORDMA_RUN_ID=$1"; then
+		if { tr '\0' '\n' <"$e"; } 2>/dev/null | grep -qx "ORDMA_RUN_ID=$1"; then
 			echo "$p($(cat "/proc/$p/comm" 2>/dev/null))"
 		fi
 	done | tr '\n' ' ' | sed 's/ $//'
