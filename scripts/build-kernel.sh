@@ -20,7 +20,8 @@ if [ -f "$KDIR/.ordma-kernel-complete" ]; then
 fi
 EXTRA=
 [ -z "${ORDMA_KERNEL:-}" ] || EXTRA=/ordma/src/scripts/$(basename "$(kernel_variant_fragment)")
-exec 8>"$ORDMA_CACHE/kernel.lock"
+# One lock per variant: the default and the debug kernel can build at the same time.
+exec 8>"$ORDMA_CACHE/kernel${ORDMA_KERNEL:+-$ORDMA_KERNEL}.lock"
 flock 8
 if [ -f "$KDIR/.ordma-kernel-complete" ]; then
 	echo "$KDIR"
