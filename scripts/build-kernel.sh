@@ -40,7 +40,7 @@ trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; exit 130' INT TERM
 # Progress: one line every 30 s while make runs, with how far along it is: make's steps
 # against the count of the last complete build of this variant (or the measured default).
 EXPECT=$(cat "$ORDMA_CACHE"/kernel-${ORDMA_KERNEL:+$ORDMA_KERNEL-}????????????????/.ordma-build-steps 2>/dev/null | tail -n1)
-[ -n "$EXPECT" ] || EXPECT=$([ -n "${ORDMA_KERNEL:-}" ] && echo 3300 || echo 2370)
+[ -n "$EXPECT" ] || EXPECT=$([ -n "${ORDMA_KERNEL:-}" ] && echo 2400 || echo 2370)
 progress() {
 	local n
 	n=$(grep -c '^  [A-Z]' "$LOG" || true)
