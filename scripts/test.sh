@@ -73,7 +73,7 @@ inroot() { "$ORDMA_SRC/scripts/in-root" -- bash -euc "cd /ordma/src; $1"; }
 # A build's log must be free of warnings and errors: rustc's and clippy's, the C compiler's
 # and the linker's, and make's own "***" failures.
 no_warnings() {
-	! grep -E '^(warning|error)(\[|:)|: (warning|error|fatal error):|^ld(\.lld)?: |\*\*\* |^make(\[[0-9]+\])?: \*\*\*' "$1"
+	! grep -E '^(warning|error|ERROR)(\[|:)|: (warning|error|fatal error):|^ld(\.lld)?: |\*\*\* |^make(\[[0-9]+\])?: \*\*\*' "$1"
 }
 # build_clean OUT COMMAND: run COMMAND in the root, stdout and stderr to OUT and the step's
 # log; fail on its exit status (not tee's) or on any warning in its output.
