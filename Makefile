@@ -8,6 +8,7 @@
 #                     libordma-rdmav34.so)
 #   make run          boot a VM with ordma loaded and show it working
 #   make test         everything: lint, unit tests, module build, VM tests
+#   make test T=vm-verbs-provider   one step (or several: shell patterns, space-separated)
 #   make fmt          format the kernel crate (kernel's rustfmt config) and the workspace
 #   make clean        remove build products from the tree
 #
@@ -52,7 +53,11 @@ fmt:
 		drivers/infiniband/hw/ordma/ordma_main.rs'
 
 run:
+	$(ORDMA)/scripts/build-root.sh >/dev/null
+	$(ORDMA)/scripts/root-versions.sh --check
 	$(ORDMA)/qemu-test/run --nics 1 -- bash /ordma/src/qemu-test/demo.sh
 
+# T=<step names or shell patterns> on make's command line runs only those steps (and the
+# builds they need); a T in the environment is ignored, so CI's `make test` is everything.
 test:
-	$(ORDMA)/scripts/test.sh
+	ORDMA_TEST_FILTER='$(if $(filter command line,$(origin T)),$(T))' $(ORDMA)/scripts/test.sh

@@ -1,7 +1,9 @@
 #!/bin/bash
 # Host test of the VM harness itself (qemu-test/run): exit status and output, the timeout,
-# kernel-warning detection, and that Ctrl-C (SIGINT to the process group) and SIGTERM leave
-# no QEMU behind. Each case boots a guest (about 10 s under TCG).
+# kernel-warning detection (from the kernel's log, not the command's output; hung tasks
+# too), ORDMA_MODEL_LOG reaching the models, and that Ctrl-C (SIGINT to the process group),
+# SIGTERM and SIGKILL of the harness leave no QEMU or NIC model behind. Each case boots a
+# guest (about 10 s under TCG).
 #
 # Usage: qemu-test/selftest.sh RESULTS_DIR
 source "$(dirname "$0")/../scripts/lib.sh"
@@ -13,9 +15,23 @@ fails=0
 check() { # NAME WANT GOT
 	if [ "$2" = "$3" ]; then echo "ok   $1"; else echo "FAIL $1: wanted $2, got $3"; fails=$((fails + 1)); fi
 }
-# What a run started and must not leave behind: QEMU and the NIC models (their command lines
-# name the run's results folder).
-qemu_of() { pgrep -f "(qemu-system-x86_64|ordma-model).*$1" || true; }
+# What a run started and must not leave behind: QEMU, the NIC models, anything. Each case
+# runs with its own ORDMA_RUN_ID, which every process of the run has in its environment
+# (scripts/in-root passes it in) and QEMU also as its -name: the processes still carrying it
+# (pid and name), or nothing. (Command lines inside the root hold /ordma/results, never the
+# host's results path, so they cannot tell one run from another.)
+left_of() {
+	local e p
+	for e in /proc/[0-9]*/environ; do
+		p=${e#/proc/}
+		p=${p%/environ}
+		[ "$p" != $$ ] && [ "$p" != "$BASHPID" ] || continue
+		if { tr '\0' '\n' <"$e"; } 2>/dev/null | grep -qx "ORDMA_RUN_ID=$1"; then
+			echo "$p($(cat "/proc/$p/comm" 2>/dev/null))"
+		fi
+	done | tr '\n' ' ' | sed 's/ $//'
+}
+ID=selftest-$$
 
 rc=0; "$RUN" --results "$OUT/status" -- sh -c 'echo hello from the guest; exit 7' >/dev/null 2>&1 || rc=$?
 check "exit status is the command's" 7 "$rc"
@@ -24,12 +40,21 @@ for f in console.log dmesg.txt harness.log qemu.log nic0.log cmd.sh; do
 	check "results folder has $f" yes "$([ -e "$OUT/status/$f" ] && echo yes || echo no)"
 done
 
-rc=0; "$RUN" --results "$OUT/timeout" --nics 2 --timeout 25 -- sleep 1000 >/dev/null 2>&1 || rc=$?
+rc=0; ORDMA_RUN_ID=$ID-timeout "$RUN" --results "$OUT/timeout" --nics 2 --timeout 25 -- sleep 1000 >/dev/null 2>&1 || rc=$?
 check "timeout gives 124" 124 "$rc"
-check "no QEMU or NIC model left after timeout" "" "$(qemu_of "$OUT/timeout")"
+check "no QEMU or NIC model left after timeout" "" "$(left_of "$ID-timeout")"
 
+# Kernel warnings come from the kernel's log only: a kernel WARNING or a hung task fails a
+# passing command; a command that merely prints "WARNING:" does not. ORDMA_MODEL_LOG
+# reaches the NIC models (debug lines in their logs).
 rc=0; "$RUN" --results "$OUT/splat" -- sh -c 'echo "WARNING: ordma harness self-test" >/dev/kmsg' >/dev/null 2>&1 || rc=$?
 check "a kernel WARNING fails a passing command with 126" 126 "$rc"
+rc=0; "$RUN" --results "$OUT/hung" -- sh -c 'echo "INFO: task ordma-selftest:1 blocked for more than 120 seconds." >/dev/kmsg' >/dev/null 2>&1 || rc=$?
+check "a hung task in the kernel's log fails a passing command with 126" 126 "$rc"
+rc=0; ORDMA_MODEL_LOG=debug "$RUN" --results "$OUT/stdout-warning" -- sh -c 'echo "WARNING: printed by the test, not the kernel"; cat /sys/bus/pci/devices/0000:00:06.0/vendor' >/dev/null 2>&1 || rc=$?
+check "a command printing WARNING: passes" 0 "$rc"
+check "ORDMA_MODEL_LOG=debug reaches the NIC model" yes \
+	"$(grep -q DEBUG "$OUT/stdout-warning/nic0.log" && echo yes || echo no)"
 
 # Signals: start a long run in its own process group, wait until the command runs, signal.
 # Job control on, as in a terminal: a background job then has its own process group. And
@@ -37,27 +62,33 @@ check "a kernel WARNING fails a passing command with 126" 126 "$rc"
 # itself have been started with SIGINT ignored (any `&` in a non-interactive shell does that,
 # CI's runner may too), and an ignored signal stays ignored across exec unless reset.
 set -m
-for sig in INT TERM; do
+for sig in INT TERM KILL; do
 	dir=$OUT/sig$sig
 	mkdir -p "$dir"
-	env --default-signal=INT "$RUN" --results "$dir" -- sleep 1000 >"$dir.out" 2>&1 &
+	ORDMA_RUN_ID=$ID-$sig env --default-signal=INT "$RUN" --results "$dir" -- sleep 1000 >"$dir.out" 2>&1 &
 	pid=$!
 	for _ in $(seq 600); do # up to 60 s for the guest to boot
 		grep -q 'ordma loaded' "$dir/console.log" 2>/dev/null && break
 		sleep 0.1
 	done
 	check "SIG$sig case: guest booted" yes "$(grep -q 'ordma loaded' "$dir/console.log" && echo yes || echo no)"
-	if [ $sig = INT ]; then
-		kill -INT -- "-$pid" # what Ctrl-C in a terminal does: the whole foreground group
-		want=130
-	else
-		kill -TERM "$pid" # what a supervisor does: the harness process only
-		want=143
-	fi
+	check "SIG$sig case: QEMU and a NIC model run with the marker" yes \
+		"$(left_of "$ID-$sig" | grep -q 'qemu-system' && left_of "$ID-$sig" | grep -q 'ordma-model' && echo yes || echo no)"
+	case $sig in
+	INT) kill -INT -- "-$pid"; want=130 ;; # what Ctrl-C in a terminal does: the whole foreground group
+	TERM) kill -TERM "$pid"; want=143 ;;   # what a supervisor does: the harness process only
+	KILL) kill -KILL "$pid"; want=137 ;;   # nothing can catch it: the kernel must clean up
+	esac
 	rc=0; wait "$pid" || rc=$?
 	check "SIG$sig: harness exits with $want" $want $rc
-	check "SIG$sig: no QEMU or NIC model left" "" "$(qemu_of "$dir")"
-	check "SIG$sig: harness prints where the logs are" yes \
+	left=
+	for _ in $(seq 50); do # SIGKILL: the namespace's processes die asynchronously
+		left=$(left_of "$ID-$sig")
+		[ -n "$left" ] || break
+		sleep 0.1
+	done
+	check "SIG$sig: no QEMU or NIC model left" "" "$left"
+	[ $sig = KILL ] || check "SIG$sig: harness prints where the logs are" yes \
 		"$(grep -q "logs: $dir" "$dir.out" && echo yes || echo no)"
 done
 

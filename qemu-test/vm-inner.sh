@@ -77,7 +77,7 @@ MEM=2G
 QEMU=(qemu-system-x86_64
 	-machine q35,memory-backend=mem0 -accel tcg -cpu max -smp 2 -m "$MEM"
 	-object memory-backend-memfd,id=mem0,size="$MEM",share=on
-	-nodefaults -display none -monitor none -no-reboot
+	-name "${ORDMA_RUN_ID:-ordma}" -nodefaults -display none -monitor none -no-reboot
 	-chardev file,id=con,path="$R/console.log" -serial chardev:con
 	-kernel "$K/arch/x86/boot/bzImage" -initrd /tmp/initrd.gz
 	-append "console=ttyS0 panic=-1 quiet"
@@ -155,6 +155,25 @@ kill "$WATCHDOG" 2>/dev/null || true
 sleep 0.2 # let tail print the console's last lines before we summarise
 log "guest ran $((SECONDS - START)) s; QEMU exit status $qrc"
 
+# Any kernel warning, BUG, oops, hung task or RCU stall fails the run, whatever the command
+# said. Read from the kernel's own log (kernel.log, streamed from /dev/kmsg by the guest;
+# dmesg.txt if that is missing), never from the console, where the command's output is too.
+# Reported on every path (a hung task shows up in a timed-out run's log too).
+KLOG=$R/kernel.log
+# /dev/kmsg records ("level,seq,usec,flags;text", continuation lines " KEY=value") in
+# dmesg's format.
+awk '/^ / { next } { i = index($0, ";"); if (i) { split(substr($0, 1, i - 1), h, ",");
+	printf "[%12.6f] %s\n", h[3] / 1e6, substr($0, i + 1) } else print }' \
+	"$R/kernel.kmsg" >"$KLOG" 2>/dev/null && rm -f "$R/kernel.kmsg" || true
+[ -s "$KLOG" ] || KLOG=$R/dmesg.txt
+splat=
+if grep -E -f /ordma/src/qemu-test/kernel-splats.txt "$KLOG" >"$R/kernel-splats.txt" 2>/dev/null; then
+	splat=1
+	log "KERNEL WARNING in the guest (see $(basename "$KLOG")):"
+	head -n 5 "$R/kernel-splats.txt" >&2
+else
+	rm -f "$R/kernel-splats.txt"
+fi
 if [ -e /tmp/timed-out ]; then
 	log "TIMEOUT: the guest did not finish within ${TIMEOUT}s"
 	exit 124
@@ -165,15 +184,7 @@ if [ ! -s "$R/rc" ]; then
 	exit 125
 fi
 rc=$(cat "$R/rc")
-# Any kernel warning, BUG or oops fails the run, whatever the command said.
-if grep -E 'WARNING:|BUG:|Oops|general protection|Call Trace:|Kernel panic|UBSAN:|KASAN:' \
-	"$R/dmesg.txt" "$R/console.log" >"$R/kernel-splats.txt" 2>/dev/null; then
-	log "KERNEL WARNING in the guest (see dmesg.txt):"
-	head -n 5 "$R/kernel-splats.txt" >&2
-	[ "$rc" != 0 ] || rc=126
-else
-	rm -f "$R/kernel-splats.txt"
-fi
+[ -z "$splat" ] || [ "$rc" != 0 ] || rc=126
 # kmemleak (debug kernel): objects still unreferenced after ordma was unloaded.
 if [ -s "$R/kmemleak.txt" ]; then
 	log "KMEMLEAK: unreferenced objects after the run (see kmemleak.txt):"

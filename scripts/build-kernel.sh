@@ -20,7 +20,8 @@ if [ -f "$KDIR/.ordma-kernel-complete" ]; then
 fi
 EXTRA=
 [ -z "${ORDMA_KERNEL:-}" ] || EXTRA=/ordma/src/scripts/$(basename "$(kernel_variant_fragment)")
-exec 8>"$ORDMA_CACHE/kernel.lock"
+# One lock per variant: the default and the debug kernel can build at the same time.
+exec 8>"$ORDMA_CACHE/kernel${ORDMA_KERNEL:+-$ORDMA_KERNEL}.lock"
 flock 8
 if [ -f "$KDIR/.ordma-kernel-complete" ]; then
 	echo "$KDIR"
@@ -36,19 +37,20 @@ START=$SECONDS
 	env ORDMA_FRAGMENT_EXTRA="$EXTRA" bash /ordma/src/scripts/kernel-inner.sh >"$LOG" 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; exit 130' INT TERM
-# Progress: one line a minute while make runs.
-while kill -0 $PID 2>/dev/null; do
-	for _ in $(seq 60); do
-		kill -0 $PID 2>/dev/null || break
-		sleep 1
-	done
-	kill -0 $PID 2>/dev/null &&
-		log "kernel build: $((SECONDS - START)) s, $(grep -c '^  [A-Z]' "$LOG" || true) steps, last: $(tail -n1 "$LOG" | cut -c1-70)"
-done
-if ! wait $PID; then
+# Progress: one line every 30 s while make runs, with how far along it is: make's steps
+# against the count of the last complete build of this variant (or the measured default).
+EXPECT=$(cat "$ORDMA_CACHE"/kernel-${ORDMA_KERNEL:+$ORDMA_KERNEL-}????????????????/.ordma-build-steps 2>/dev/null | tail -n1)
+[ -n "$EXPECT" ] || EXPECT=$([ -n "${ORDMA_KERNEL:-}" ] && echo 2400 || echo 2370)
+progress() {
+	local n
+	n=$(grep -c '^  [A-Z]' "$LOG" || true)
+	echo "${ORDMA_KERNEL:+$ORDMA_KERNEL }kernel build: $n/~$EXPECT steps (~$((n * 100 / EXPECT > 99 ? 99 : n * 100 / EXPECT))%), last: $(tail -n1 "$LOG" | cut -c1-60)"
+}
+if ! wait_progress $PID 30 progress; then
 	tail -n 30 "$LOG" >&2
 	die "kernel build failed; full log: $LOG"
 fi
+grep -c '^  [A-Z]' "$LOG" >"$TMP/.ordma-build-steps" || true
 touch "$TMP/.ordma-kernel-complete"
 mv "$TMP" "$KDIR"
 log "test kernel ready in $((SECONDS - START)) s: $KDIR"

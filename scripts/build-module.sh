@@ -30,10 +30,11 @@ mkdir -p "$ORDMA_STATE"
 	fi
 ) >"$LIST"
 # Inside the root: /ordma/cache is $ORDMA_STATE; /ordma/kernel the variant's kernel.
-# tar keeps the sources' times, so the build stays incremental.
+# tar keeps the sources' times (to the nanosecond: posix format), so the build stays
+# incremental and sees an edit made within a second of the last build.
 "$ORDMA_SRC/scripts/in-root" -- bash -euc "
 	mkdir -p /ordma/cache/$W
-	tar -C /ordma/src -cf - -T /ordma/cache/$W.files | tar -C /ordma/cache/$W -xf -
+	tar -C /ordma/src --format=posix -cf - -T /ordma/cache/$W.files | tar -C /ordma/cache/$W -xf -
 	make -C /ordma/kernel M=/ordma/cache/$W LLVM=1 modules >&2
 "
 echo "$ORDMA_STATE/$W/drivers/infiniband/hw/ordma/ordma.ko"

@@ -54,7 +54,9 @@ START=$SECONDS
 log "debootstrap trixie (minbase) from $MIRROR ..."
 # In a private mount namespace: whatever debootstrap mounts inside the target vanishes with it.
 unshare --mount --propagation private \
-	debootstrap --variant=minbase trixie "$TMP" "$MIRROR" >>"$LOG" 2>&1 ||
+	debootstrap --variant=minbase trixie "$TMP" "$MIRROR" >>"$LOG" 2>&1 &
+trap 'kill $! 2>/dev/null; exit 130' INT TERM
+wait_progress $! 10 bash -c 'echo "debootstrap: $(grep -c "^I: \(Retrieving\|Validating\)" "$1") downloaded, $(grep -c "^I: \(Extracting\|Unpacking\)" "$1") unpacked, $(grep -c "^I: Configuring" "$1") configured"' _ "$LOG" ||
 	die "debootstrap failed; see $LOG"
 log "debootstrap done in $((SECONDS - START)) s"
 
@@ -80,7 +82,9 @@ unshare --mount --propagation private bash -euc '
 	chroot "$t" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y --no-install-recommends "$@"
 	chroot "$t" apt-get clean
-' _ "$TMP" "${PKGS[@]}" >>"$LOG" 2>&1 || die "package installation failed; see $LOG"
+' _ "$TMP" "${PKGS[@]}" >>"$LOG" 2>&1 &
+wait_progress $! 10 bash -c 'echo "packages: $(grep -c "^Get:" "$1") downloaded, $(grep -c "^Unpacking " "$1") unpacked, $(grep -c "^Setting up " "$1") set up"' _ "$LOG" ||
+	die "package installation failed; see $LOG"
 log "packages installed in $((SECONDS - START)) s"
 
 # Mount points the harness binds into, and the guest's fixed paths.

@@ -4,6 +4,8 @@
 # ORDMA_KERNEL  which test kernel: "" (the default) or "debug" (KASAN, lockdep, kmemleak,
 #               UBSAN: scripts/kernel-debug.config on top of scripts/kernel.config)
 # ORDMA_DEBIAN_MIRROR  Debian mirror for debootstrap (default: the host's own apt mirror)
+# ORDMA_KEEP_RESULTS  how many results folders to keep in qemu-test/results/ and
+#               test-results/ (default 20; the oldest go first)
 # ORDMA_STATE   cargo home, target dir and debug-module build (default $ORDMA_CACHE/state);
 #               a second work tree sets its own to share the root and kernels without
 #               sharing build products
@@ -64,4 +66,31 @@ fresh_tmp() {
 
 need_root_user() {
 	[ "$(id -u)" = 0 ] || die "this step needs root (debootstrap, chroot and mount namespaces)"
+}
+
+# prune_results DIR: delete all but the newest $ORDMA_KEEP_RESULTS (default 20) timestamped
+# folders (<date>-<time>[-...]) in DIR; `latest` and anything else is left alone.
+prune_results() {
+	local keep=${ORDMA_KEEP_RESULTS:-20} d
+	[[ $keep =~ ^[0-9]+$ ]] && [ "$keep" -gt 0 ] || keep=20
+	[ -d "$1" ] || return 0
+	find "$1" -mindepth 1 -maxdepth 1 -type d -regextype posix-extended \
+		-regex '.*/[0-9]{8}-[0-9]{6}(-.*)?' -printf '%f\n' | sort -r | tail -n +$((keep + 1)) |
+		while IFS= read -r d; do rm -rf --one-file-system "${1:?}/$d"; done
+}
+
+# wait_progress PID INTERVAL COMMAND...: wait for background job PID, logging COMMAND's
+# one-line output every INTERVAL seconds while it runs (the long builds' progress on the
+# terminal); returns PID's exit status.
+wait_progress() {
+	local pid=$1 every=$2 start=$SECONDS
+	shift 2
+	while kill -0 "$pid" 2>/dev/null; do
+		for _ in $(seq "$every"); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 1
+		done
+		! kill -0 "$pid" 2>/dev/null || log "$(($SECONDS - start)) s: $("$@" 2>/dev/null)"
+	done
+	wait "$pid"
 }

@@ -1,37 +1,65 @@
 #!/bin/bash
 # `make test`: everything, in order: build root, test kernel, lint (rustfmt, clippy for the
 # module and the workspace), unit tests (cargo test), the module, NIC model and provider builds, host
-# tests of the pipeline, and the VM tests (qemu-test/tests/*.sh, each in a fresh guest); then
-# the debug kernel (KASAN, lockdep, kmemleak, UBSAN) and the VM tests marked `# debug: yes`
-# again on it.
+# tests of the pipeline, and the VM tests (qemu-test/tests/*.sh); then the debug kernel
+# (KASAN, lockdep, kmemleak, UBSAN) and the VM tests marked `# debug: yes` again on it.
+#
+# VM tests that need the same machine (same `# nics:` and `# run-args:`) and are not marked
+# `# fresh-vm: yes` run one after another in one boot (a batch, step vm-[debug-]batch<N>),
+# each from a freshly loaded ordma.ko, each still its own step vm-[debug-]<name> with its own
+# output, kernel log and verdict (Documentation/testing.md). ORDMA_BATCH=0: one boot each.
+#
+# T=<patterns> (make test T=...; ORDMA_TEST_FILTER here): only the steps whose names match
+# one of the shell patterns (space- or comma-separated), plus the builds they need.
 #
 # Results: test-results/<time>/ holds one log per step, one results folder per VM run and
-# summary.txt; test-results/latest points at the newest. Exit status 0 only if all passed.
+# summary.txt; test-results/latest points at the newest; only the newest ORDMA_KEEP_RESULTS
+# (20) are kept. Exit status 0 only if all passed.
 source "$(dirname "$0")/lib.sh"
 need_root_user
 
 TR=$ORDMA_SRC/test-results/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$TR"
+prune_results "$ORDMA_SRC/test-results"
 ln -sfn "$TR" "$ORDMA_SRC/test-results/latest"
 SUMMARY=$TR/summary.txt
 : >"$SUMMARY"
 failed=0
 T0=$SECONDS
+FILTER=${ORDMA_TEST_FILTER:-}
+FILTER=${FILTER//,/ }
+
+# selected NAME...: true if any NAME matches T (all do without one).
+selected() {
+	[ -n "$FILTER" ] || return 0
+	local n p
+	set -f
+	for n; do
+		for p in $FILTER; do
+			# shellcheck disable=SC2053
+			[[ $n == $p ]] && { set +f; return 0; }
+		done
+	done
+	set +f
+	return 1
+}
 
 # step [--show] NAME COMMAND...: run it, log to $TR/NAME.log (--show: and to the terminal,
-# for the long builds' progress), record PASS/FAIL and the time.
+# for the long builds' progress), record PASS/FAIL and the time (STEP_TIME, if the command
+# sets it, instead of the wall time: a batched test's own time in the guest).
 step() {
 	local show= name start=$SECONDS rc=0
 	[ "$1" != --show ] || { show=1; shift; }
 	name=$1
 	shift
 	log "== $name"
+	STEP_TIME=
 	if [ -n "$show" ]; then
 		"$@" 2>&1 | tee "$TR/$name.log" >&2 || rc=$?
 	else
 		"$@" >"$TR/$name.log" 2>&1 || rc=$?
 	fi
-	local t=$((SECONDS - start)) res=PASS
+	local t=${STEP_TIME:-$((SECONDS - start))} res=PASS
 	if [ $rc != 0 ]; then
 		res=FAIL
 		failed=$((failed + 1))
@@ -42,66 +70,215 @@ step() {
 	return $rc
 }
 inroot() { "$ORDMA_SRC/scripts/in-root" -- bash -euc "cd /ordma/src; $1"; }
-# The module build must be warning-free (rustc, clippy and the C compiler alike).
-no_warnings() { ! grep -E '^(warning|error)(\[|:)|: warning:' "$1"; }
+# A build's log must be free of warnings and errors: rustc's and clippy's, the C compiler's
+# and the linker's, and make's own "***" failures.
+no_warnings() {
+	! grep -E '^(warning|error|ERROR)(\[|:)|: (warning|error|fatal error):|^ld(\.lld)?: |\*\*\* |^make(\[[0-9]+\])?: \*\*\*' "$1"
+}
+# build_clean OUT COMMAND: run COMMAND in the root, stdout and stderr to OUT and the step's
+# log; fail on its exit status (not tee's) or on any warning in its output.
+build_clean() {
+	local rc
+	inroot "$2" 2>&1 | tee "$1"
+	rc=${PIPESTATUS[0]}
+	[ "$rc" = 0 ] || { echo "FAIL: the build exited with status $rc"; return 1; }
+	no_warnings "$1" || { echo "FAIL: the build warned (lines above)"; return 1; }
+}
+KO=drivers/infiniband/hw/ordma/ordma.ko
 module_clippy() {
-	inroot 'make -s KDIR=/ordma/kernel clean && make KDIR=/ordma/kernel CLIPPY=1 modules' | tee "$TR/module-clippy.out"
-	no_warnings "$TR/module-clippy.out"
+	build_clean "$TR/module-clippy.out" "make -s KDIR=/ordma/kernel clean && make KDIR=/ordma/kernel CLIPPY=1 modules"
 }
 module_build() {
-	inroot 'make -s KDIR=/ordma/kernel clean && make KDIR=/ordma/kernel modules' | tee "$TR/module-build.out"
-	no_warnings "$TR/module-build.out" && test -f drivers/infiniband/hw/ordma/ordma.ko
-}
-vm_test() { # FILE [debug]
-	local f=$1 variant=${2:-} nics timeout
-	nics=$(sed -n 's/^# nics: *\([0-9]*\).*/\1/p' "$f" | head -n1)
-	timeout=$(sed -n 's/^# timeout: *\([0-9]*\).*/\1/p' "$f" | head -n1)
-	# `# run-args:` lines: more qemu-test/run options, one option and its values per line.
-	local args=() line
-	while IFS= read -r line; do
-		eval "args+=($line)"
-	done < <(sed -n 's/^# run-args: *//p' "$f")
-	ORDMA_KERNEL=$variant ORDMA_NO_BUILD=1 "$ORDMA_SRC/qemu-test/run" --nics "${nics:-1}" \
-		--timeout "${timeout:-600}" "${args[@]}" \
-		--results "$TR/vm-${variant:+$variant-}$(basename "$f" .sh)" -- \
-		bash "/ordma/src/qemu-test/tests/$(basename "$f")"
+	rm -f "$ORDMA_SRC/$KO"
+	build_clean "$TR/module-build.out" "make -s KDIR=/ordma/kernel clean && make KDIR=/ordma/kernel modules" &&
+		test -f "$ORDMA_SRC/$KO"
 }
 module_build_debug() {
+	local rc ko=$ORDMA_STATE/module-debug/$KO
+	# Never a module from an earlier build: the VM tests would run it.
+	rm -f "$ko"
 	ORDMA_KERNEL=debug "$ORDMA_SRC/scripts/build-module.sh" 2>&1 | tee "$TR/module-build-debug.out"
-	no_warnings "$TR/module-build-debug.out" &&
-		test -f "$ORDMA_STATE/module-debug/drivers/infiniband/hw/ordma/ordma.ko"
+	rc=${PIPESTATUS[0]}
+	[ "$rc" = 0 ] || { echo "FAIL: the debug module build exited with status $rc"; return 1; }
+	no_warnings "$TR/module-build-debug.out" && test -f "$ko"
 }
+
+# A VM test's harness options, from its header.
+test_nics() { sed -n 's/^# nics: *\([0-9]*\).*/\1/p' "$1" | head -n1 | grep . || echo 1; }
+test_timeout() { sed -n 's/^# timeout: *\([0-9]*\).*/\1/p' "$1" | head -n1 | grep . || echo 600; }
+test_runargs() { sed -n 's/^# run-args: *//p' "$1"; }
+test_fresh() { grep -qx '# fresh-vm: yes' "$1"; }
+# The machine a test needs: tests with the same key can share a boot.
+test_key() { printf 'nics=%s' "$(test_nics "$1")"; test_runargs "$1" | sed 's/^/ | /' | tr -d '\n'; }
+
+# run_vm VARIANT RESULTS TIMEOUT HEADER_FILE COMMAND...: qemu-test/run with the harness
+# options of HEADER_FILE's `# nics:` and `# run-args:` lines.
+run_vm() {
+	local variant=$1 res=$2 timeout=$3 f=$4 args=() line
+	shift 4
+	# `# run-args:` lines: more qemu-test/run options, one option and its values per line.
+	while IFS= read -r line; do
+		eval "args+=($line)"
+	done < <(test_runargs "$f")
+	ORDMA_KERNEL=$variant ORDMA_NO_BUILD=1 "$ORDMA_SRC/qemu-test/run" --nics "$(test_nics "$f")" \
+		--timeout "$timeout" "${args[@]}" --results "$res" -- "$@"
+}
+vm_test() { # FILE [VARIANT]: one test, one boot
+	local f=$1 variant=${2:-}
+	run_vm "$variant" "$TR/vm-${variant:+$variant-}$(basename "$f" .sh)" "$(test_timeout "$f")" "$f" \
+		bash "/ordma/src/qemu-test/tests/$(basename "$f")"
+}
+
+# The kernel's log lines of one test in a batch: from its begin marker to its end marker.
+klog_of() { # KERNEL_LOG NAME
+	awk -v b="ordma-batch: begin $2" -v e="ordma-batch: end $2 rc=" '
+		index($0, b) && substr($0, index($0, b) + length(b)) == "" { on = 1 }
+		on { print }
+		on && index($0, e) { on = 0 }' "$1"
+}
+# ... and the lines logged outside every test (boot, shutdown).
+klog_outside() {
+	awk '/ordma-batch: begin / { on = 1 } !on { print } /ordma-batch: end / { on = 0 }' "$1"
+}
+splats() { grep -E -f "$ORDMA_SRC/qemu-test/kernel-splats.txt" "$@"; }
+
+# vm_batch VARIANT DIR FILE...: one boot runs the tests one after another
+# (qemu-test/guest/batch.sh). This step's verdict is the machine's: it booted, ran them all
+# in time, and the kernel logged no warning outside the tests (boot, shutdown).
+vm_batch() {
+	local variant=$1 dir=$2 f specs=() total=120 rc=0
+	shift 2
+	for f; do
+		specs+=("$(basename "$f" .sh):$(test_timeout "$f")")
+		total=$((total + $(test_timeout "$f") + 20))
+	done
+	echo "batch: ${specs[*]}"
+	run_vm "$variant" "$dir" "$total" "$1" bash /ordma/src/qemu-test/guest/batch.sh "${specs[@]}" || rc=$?
+	case $rc in
+	0) ;;
+	126) # a kernel warning somewhere: the machine's fault only if outside every test
+		if klog_outside "$dir/kernel.log" | splats; then
+			echo "FAIL: kernel warning outside the tests (boot or shutdown; lines above)"
+			return 126
+		fi
+		[ ! -s "$dir/kmemleak.txt" ] || { echo "FAIL: kmemleak report after the last test"; return 126; }
+		echo "(kernel warnings during tests: see those tests' steps)"
+		rc=0 ;;
+	*) echo "FAIL: the batch's VM exited with status $rc (tests without a verdict fail too)" ;;
+	esac
+	return $rc
+}
+# batch_verdict DIR NAME: one batched test's step: its output, its kernel log, its verdict.
+batch_verdict() {
+	local dir=$1 name=$2 d=$1/tests/$2 rc
+	echo "batched in $dir (one boot with: $(cat "$dir/cmd.sh" | tail -n1 | sed 's/.*batch\.sh //'))"
+	[ -f "$d/seconds" ] && STEP_TIME=$(cat "$d/seconds")
+	mkdir -p "$d"
+	klog_of "$dir/kernel.log" "$name" >"$d/kernel.log" 2>/dev/null || true
+	echo "----- output ($d/output.txt)"
+	cat "$d/output.txt" 2>/dev/null || true
+	if [ ! -s "$d/rc" ]; then
+		echo "----- kernel log while it ran ($d/kernel.log)"
+		tail -n 40 "$d/kernel.log"
+		echo "FAIL: the test did not finish (the VM stopped or timed out; see $dir)"
+		return 125
+	fi
+	rc=$(cat "$d/rc")
+	echo "----- exit status $rc"
+	if splats "$d/kernel.log" >"$d/kernel-splats.txt"; then
+		echo "KERNEL WARNING during this test ($d/kernel.log):"
+		head -n 20 "$d/kernel-splats.txt"
+		[ "$rc" != 0 ] || rc=126
+	else
+		rm -f "$d/kernel-splats.txt"
+	fi
+	if [ -s "$d/kmemleak.txt" ]; then
+		echo "KMEMLEAK: unreferenced objects after this test ($d/kmemleak.txt):"
+		grep -m 5 'unreferenced object\|comm "' "$d/kmemleak.txt" || true
+		[ "$rc" != 0 ] || rc=126
+	fi
+	return "$rc"
+}
+
+# vm_tests VARIANT FILE...: the selected tests, grouped into boots by the machine they need.
+vm_tests() {
+	local variant=$1 f key keys=() n=0 i
+	shift
+	declare -A group=()
+	for f; do
+		selected "vm-${variant:+$variant-}$(basename "$f" .sh)" || continue
+		if test_fresh "$f" || [ "${ORDMA_BATCH:-1}" = 0 ]; then
+			key="fresh $f"
+		else
+			key=$(test_key "$f")
+		fi
+		[ -n "${group[$key]:-}" ] || keys+=("$key")
+		group[$key]+="$f "
+	done
+	for key in "${keys[@]}"; do
+		read -r -a fs <<<"${group[$key]}"
+		if [ ${#fs[@]} = 1 ]; then
+			step "vm-${variant:+$variant-}$(basename "${fs[0]}" .sh)" vm_test "${fs[0]}" "$variant" || true
+			continue
+		fi
+		n=$((n + 1))
+		local b=vm-${variant:+$variant-}batch$n
+		step "$b" vm_batch "$variant" "$TR/$b" "${fs[@]}" || true
+		for i in "${fs[@]}"; do
+			step "vm-${variant:+$variant-}$(basename "$i" .sh)" batch_verdict "$TR/$b" "$(basename "$i" .sh)" || true
+		done
+	done
+}
+
+TESTS=("$ORDMA_SRC"/qemu-test/tests/*.sh)
+DEBUG_TESTS=()
+for f in "${TESTS[@]}"; do grep -qx '# debug: yes' "$f" && DEBUG_TESTS+=("$f"); done
+vm_names() { local f; for f in "${@:2}"; do echo "vm-${1:+$1-}$(basename "$f" .sh)"; done; }
+mapfile -t VM_NAMES < <(vm_names "" "${TESTS[@]}")
+mapfile -t VM_DEBUG_NAMES < <(vm_names debug "${DEBUG_TESTS[@]}")
+# With T=, the steps a selected step needs run too.
+need_vm=; need_debug=
+selected host-harness-selftest "${VM_NAMES[@]}" && need_vm=1
+selected build-kernel-debug module-build-debug "${VM_DEBUG_NAMES[@]}" && need_debug=1
+[ -z "$need_debug" ] || need_vm=1
+ALL_STEPS=(build-root build-kernel lint-rustfmt lint-cargo-clippy cargo-test module-clippy model-build
+	provider-build module-build host-kconfig-check host-harness-selftest "${VM_NAMES[@]}"
+	build-kernel-debug module-build-debug "${VM_DEBUG_NAMES[@]}")
+if [ -n "$FILTER" ]; then
+	selected "${ALL_STEPS[@]}" || die "T=$FILTER matches no step; the steps: ${ALL_STEPS[*]}"
+	log "T=$FILTER: only the matching steps (and the builds they need)"
+fi
 
 log "test results: $TR"
 step --show build-root "$ORDMA_SRC/scripts/build-root.sh" || { log "no build root; stopping"; exit 1; }
+"$ORDMA_SRC/scripts/root-versions.sh" --check || true
 step --show build-kernel "$ORDMA_SRC/scripts/build-kernel.sh" || { log "no test kernel; stopping"; exit 1; }
-step lint-rustfmt inroot 'rustfmt --check --edition 2021 --config-path /ordma/kernel/.rustfmt.toml \
+! selected lint-rustfmt || step lint-rustfmt inroot 'rustfmt --check --edition 2021 --config-path /ordma/kernel/.rustfmt.toml \
 	drivers/infiniband/hw/ordma/ordma_main.rs && cargo fmt --all --check' || true
-step lint-cargo-clippy inroot 'cargo clippy --workspace --all-targets -- -D warnings' || true
-step cargo-test inroot 'cargo test --workspace' || true
-step module-clippy module_clippy || true
-step model-build inroot 'cargo build --release -p ordma-model' || true
-step provider-build inroot 'cargo build --release -p ordma-provider &&
+! selected lint-cargo-clippy || step lint-cargo-clippy inroot 'cargo clippy --workspace --all-targets -- -D warnings' || true
+! selected cargo-test || step cargo-test inroot 'cargo test --workspace' || true
+! selected module-clippy || step module-clippy module_clippy || true
+[ -z "$need_vm" ] && ! selected model-build || step model-build inroot 'cargo build --release -p ordma-model' || true
+[ -z "$need_vm" ] && ! selected provider-build || step provider-build inroot 'cargo build --release -p ordma-provider &&
 	test -f /ordma/cache/target/release/libordma.so' || true
-if step module-build module_build; then
-	step host-kconfig-check "$ORDMA_SRC/scripts/tests/kconfig-broken-fragment.sh" || true
-	step host-harness-selftest "$ORDMA_SRC/qemu-test/selftest.sh" "$TR/harness-selftest" || true
-	for f in "$ORDMA_SRC"/qemu-test/tests/*.sh; do
-		step "vm-$(basename "$f" .sh)" vm_test "$f" || true
-	done
-else
-	log "module build failed: skipping the tests that need ordma.ko"
+if [ -n "$need_vm" ] || selected module-build host-kconfig-check; then
+	if step module-build module_build; then
+		! selected host-kconfig-check || step host-kconfig-check "$ORDMA_SRC/scripts/tests/kconfig-broken-fragment.sh" || true
+		! selected host-harness-selftest || step host-harness-selftest "$ORDMA_SRC/qemu-test/selftest.sh" "$TR/harness-selftest" || true
+		vm_tests "" "${TESTS[@]}"
+	else
+		log "module build failed: skipping the tests that need ordma.ko"
+	fi
 fi
 
 # The debug kernel, and the tests that exercise object lifetimes, again on it.
-if step --show build-kernel-debug env ORDMA_KERNEL=debug "$ORDMA_SRC/scripts/build-kernel.sh" &&
-	step module-build-debug module_build_debug; then
-	for f in "$ORDMA_SRC"/qemu-test/tests/*.sh; do
-		grep -qx '# debug: yes' "$f" || continue
-		step "vm-debug-$(basename "$f" .sh)" vm_test "$f" debug || true
-	done
-else
-	log "no debug kernel or module: skipping the debug VM tests"
+if [ -n "$need_debug" ]; then
+	if step --show build-kernel-debug env ORDMA_KERNEL=debug "$ORDMA_SRC/scripts/build-kernel.sh" &&
+		step module-build-debug module_build_debug; then
+		vm_tests debug "${DEBUG_TESTS[@]}"
+	else
+		log "no debug kernel or module: skipping the debug VM tests"
+	fi
 fi
 
 printf '%s: %d step(s) failed; %d s in all\n' "$([ $failed = 0 ] && echo PASS || echo FAIL)" \

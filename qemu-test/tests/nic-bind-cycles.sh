@@ -2,6 +2,10 @@
 # VM test: 20 unbind/bind cycles of both NICs, each bind a full probe (reset, queues, MSI-X,
 # QUERY_DEVICE), then rmmod. The harness fails the run on any kernel warning.
 # nics: 2
+# The machine verbs-provider and uverbs-udata need too (these cycles use neither NIC's
+# attributes nor its log), so the three share one boot in make test's batches.
+# run-args: --nic-args 0 "--log-level debug"
+# run-args: --nic-args 1 "--attr max_qp=77 --attr max_pd=4"
 # debug: yes
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }

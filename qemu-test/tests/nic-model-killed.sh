@@ -4,6 +4,7 @@
 # not an oops; NIC 0 keeps working; rmmod is clean.
 # nics: 2
 # debug: yes
+# fresh-vm: yes
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 source /ordma/src/qemu-test/progs/nic-control.sh

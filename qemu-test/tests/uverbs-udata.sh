@@ -3,8 +3,10 @@
 # raw uverbs write() interface (qemu-test/progs/uverbs_raw.py): malformed requests get the
 # documented errnos, not oopses; good ones the documented responses; the doorbell page
 # maps and a write to it reaches the NIC's page; 63 contexts exhaust the doorbell pages.
-# nics: 1
+# Uses ordma0 only; NIC 1 is verbs-provider's, so the tests share one boot in make test.
+# nics: 2
 # run-args: --nic-args 0 "--log-level debug"
+# run-args: --nic-args 1 "--attr max_qp=77 --attr max_pd=4"
 # debug: yes
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }

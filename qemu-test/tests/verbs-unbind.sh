@@ -9,6 +9,7 @@
 # nics: 2
 # run-args: --nic-args 0 "--log-level debug"
 # debug: yes
+# fresh-vm: yes
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 source /ordma/src/qemu-test/progs/verbs-procs.sh
