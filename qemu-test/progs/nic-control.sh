@@ -2,11 +2,14 @@
 # harness (qemu-test/vm-inner.sh).
 #   kill_nic I        ask the harness to kill NIC model I and wait until it has
 #   nic_ctl I WORDS   send a control request (link up|down, fatal [CODE], inject FAULT,
-#                     status) to NIC model I; prints the reply line; status 0 for "ok...",
+#                     event KIND DATA [COUNT], status) to NIC model I; prints the reply line; status 0 for "ok...",
 #                     1 for "error..." or no reply within 10 s
 # The caller defines fail().
 kill_nic() {
-	touch "/ordma/results/control/kill-nic$1"
+	# Created under another name, then renamed: the harness renames the request away as
+	# soon as it sees it, which would fail a `touch` still setting the file's times.
+	: >"/ordma/results/control/.kill-nic$1.tmp"
+	mv "/ordma/results/control/.kill-nic$1.tmp" "/ordma/results/control/kill-nic$1"
 	for _ in $(seq 100); do
 		[ -e "/ordma/results/control/killed-nic$1" ] && return
 		sleep 0.1
