@@ -4,7 +4,6 @@
 # receives IBV_EVENT_PORT_ERR then IBV_EVENT_PORT_ACTIVE from ibv_get_async_event, and
 # `rdma link` and `ibv_devinfo` follow the port's state.
 # nics: 1
-# debug: yes
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 P=/ordma/src/qemu-test/progs
