@@ -2,7 +2,8 @@
 # VM test: MRs over user memory through libibverbs and the provider
 # (qemu-test/progs/verbs_mr.py): keys, the page size the NIC is given (4 KiB pages,
 # a hugetlbfs 2 MiB page, transparent huge pages), several MRs over one buffer,
-# access flags, RLIMIT_MEMLOCK for an ordinary user, and a killed process's MRs. Last,
+# access flags, RLIMIT_MEMLOCK for an ordinary user, a killed process's MRs, and an MR over
+# a dma-buf (udmabuf from a memfd). Last,
 # the NIC's model dies under a process holding MRs, which is then killed: DESTROY_MR is
 # never acknowledged, so the pages stay pinned until unbind has stopped the NIC (bus
 # mastering off, since the dead NIC does not reset), and are released then.
@@ -67,6 +68,10 @@ pinned_after=$(pins)
 echo "after SIGKILL: $after MR(s) on the NIC, $((pinned_after - pinned0)) pages pinned"
 [ "$after" = 0 ] || fail "$after MR(s) left on the NIC after the process was killed"
 [ $((pinned_after - pinned0)) -le $SLACK ] || fail "$((pinned_after - pinned0)) page(s) still pinned"
+
+# A dma-buf MR: udmabuf over a memfd (ibv_reg_dmabuf_mr, ib_umem_dmabuf_get_pinned).
+[ -e /dev/udmabuf ] || fail "no /dev/udmabuf in the guest"
+mr dmabuf
 
 if dmesg | grep -E 'ordma.*(failed|error|leak)'; then
 	fail "errors in dmesg"

@@ -14,8 +14,8 @@ use core::mem::{offset_of, size_of};
 use std::collections::BTreeMap;
 
 use crate::abi::{
-    self, IbvAllocPd, IbvGetContext, IbvQueryPort, IbvRegMr, ListNode, Unused, VerbsContextOps, VerbsDevice,
-    VerbsDeviceOps, VerbsMatchEnt, VerbsMr,
+    self, IbvAllocPd, IbvGetContext, IbvQueryPort, IbvRegMr, ListNode, Unused, VerbsContextOps,
+    VerbsDevice, VerbsDeviceOps, VerbsMatchEnt, VerbsMr,
 };
 use crate::barrier::{flush_writes_insn, from_device_insn, to_device_insn};
 use crate::{context, pd, sys};
@@ -250,7 +250,11 @@ fn layout_checks() -> Checks {
     size!(v, sys::ibv_pd, "struct ibv_pd");
     size!(v, sys::ibv_mr, "struct ibv_mr");
     size!(v, sys::ib_uverbs_reg_mr, "struct ib_uverbs_reg_mr");
-    size!(v, sys::ib_uverbs_reg_mr_resp, "struct ib_uverbs_reg_mr_resp");
+    size!(
+        v,
+        sys::ib_uverbs_reg_mr_resp,
+        "struct ib_uverbs_reg_mr_resp"
+    );
     size!(v, sys::ibv_port_attr, "struct ibv_port_attr");
     size!(v, sys::ibv_device_attr_ex, "struct ibv_device_attr_ex");
     size!(

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Memory regions over user memory: pinned by ib_core (`ib::Umem`), described to the NIC by
+//! Memory regions over user memory or a dma-buf: pinned by ib_core (`ib::Umem`), described to the NIC by
 //! a page list (`hardware.md`, "Page lists") at the largest page size the NIC supports that
 //! the mapping allows, registered with `CREATE_MR`, freed with `DESTROY_MR`.
 
@@ -188,8 +188,13 @@ impl<'bound> Mr<'bound> {
         })?;
         dev_dbg!(
             nic.pdev,
-            "MR {key:#x}: {} bytes at {:#x}, {npages} pages of {pgsz} bytes\n",
+            "MR {key:#x}: {} bytes at {} {:#x}, {npages} pages of {pgsz} bytes\n",
             mem.length(),
+            if mem.is_dmabuf() {
+                "dma-buf offset"
+            } else {
+                "address"
+            },
             mem.start()
         );
         Ok((

@@ -103,6 +103,22 @@ struct ib_umem *ordma_helper_umem_get(struct ib_device *dev, unsigned long addr,
 	return umem;
 }
 
+struct ib_umem *ordma_helper_umem_dmabuf_get_pinned(struct ib_device *dev, unsigned long offset,
+						    size_t len, int fd, int access)
+{
+	struct ib_umem_dmabuf *umem = ib_umem_dmabuf_get_pinned(dev, offset, len, fd, access);
+
+	if (IS_ERR(umem))
+		return ERR_CAST(umem);
+	get_device(&dev->dev);
+	return &umem->umem;
+}
+
+struct ib_udata *ordma_helper_attrs_driver_udata(struct uverbs_attr_bundle *attrs)
+{
+	return attrs ? &attrs->driver_udata : NULL;
+}
+
 void ordma_helper_umem_release(struct ib_umem *umem)
 {
 	struct ib_device *dev = umem->ibdev;

@@ -42,6 +42,17 @@ struct ib_umem *ordma_helper_umem_get(struct ib_device *dev, unsigned long addr,
 				      int access);
 void ordma_helper_umem_release(struct ib_umem *umem);
 
+/*
+ * ib_umem_dmabuf_get_pinned() of `len` bytes at `offset` of dma-buf `fd`, as a plain
+ * umem (its first member), with a reference on the ib_device as above.
+ */
+struct ib_umem *ordma_helper_umem_dmabuf_get_pinned(struct ib_device *dev, unsigned long offset,
+						    size_t len, int fd, int access);
+
+/* The driver data of an ioctl verb (&attrs->driver_udata), NULL without attrs. */
+struct uverbs_attr_bundle;
+struct ib_udata *ordma_helper_attrs_driver_udata(struct uverbs_attr_bundle *attrs);
+
 /* ib_umem_num_dma_blocks() and rdma_umem_for_each_dma_block()'s steps (static inlines). */
 size_t ordma_helper_umem_num_dma_blocks(struct ib_umem *umem, unsigned long pgsz);
 void ordma_helper_umem_block_iter_start(struct ib_block_iter *biter, struct ib_umem *umem,

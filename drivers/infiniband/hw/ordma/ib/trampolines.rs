@@ -363,6 +363,53 @@ unsafe extern "C" fn reg_user_mr<T: Driver>(
     if !dmah.is_null() {
         return EOPNOTSUPP.to_ptr();
     }
+    // SAFETY: see the contract; the memory is described on `pd`'s device (`ib`), in the
+    // calling process, for this verb.
+    unsafe {
+        reg_mr::<T>(pd, udata, |ib| {
+            UserMemory::new(ib, start, len, virt, Access::from_raw(access))
+        })
+    }
+}
+
+/// # Safety
+///
+/// See `reg_user_mr`; `attrs` is the ioctl's attribute bundle (or null).
+unsafe extern "C" fn reg_user_mr_dmabuf<T: Driver>(
+    pd: *mut b::ib_pd,
+    offset: u64,
+    len: u64,
+    virt: u64,
+    fd: i32,
+    access: i32,
+    dmah: *mut b::ib_dmah,
+    attrs: *mut b::uverbs_attr_bundle,
+) -> *mut b::ib_mr {
+    if !dmah.is_null() {
+        return EOPNOTSUPP.to_ptr();
+    }
+    // SAFETY: `attrs` is null or the verb's bundle, valid for the call.
+    let udata = unsafe { b::ordma_helper_attrs_driver_udata(attrs) };
+    // SAFETY: see the contract; the memory is described on `pd`'s device (`ib`), in the
+    // calling process (which resolves `fd`), for this verb.
+    unsafe {
+        reg_mr::<T>(pd, udata, |ib| {
+            UserMemory::dmabuf(ib, fd, offset, len, virt, Access::from_raw(access))
+        })
+    }
+}
+
+/// The two registration verbs' common part: the driver registers the memory `mem` makes
+/// (given `pd`'s device) inside an `IbMr<T>` the binding allocates.
+///
+/// # Safety
+///
+/// See `reg_user_mr`; `mem` makes a `UserMemory` whose own contract the caller meets.
+unsafe fn reg_mr<'a, T: Driver>(
+    pd: *mut b::ib_pd,
+    udata: *mut b::ib_udata,
+    mem: impl FnOnce(NonNull<b::ib_device>) -> UserMemory<'a>,
+) -> *mut b::ib_mr {
     // SAFETY: see the contract: `pd` is an `IbPd<T>` that `alloc_pd` initialised, live for
     // the call, on one of our registered devices.
     let (d, ib, pd_data, u) = unsafe {
@@ -376,8 +423,7 @@ unsafe extern "C" fn reg_user_mr<T: Driver>(
     let Some(ib) = ib else {
         return EINVAL.to_ptr();
     };
-    // SAFETY: `ib` is registered and this is its verb, in the caller's process (contract).
-    let mem = unsafe { UserMemory::new(ib, start, len, virt, Access::from_raw(access)) };
+    let mem = mem(ib);
     let mr = match KBox::new(
         IbMr::<T> {
             ib: Default::default(),
@@ -455,6 +501,7 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         query_pkey: Some(query_pkey::<T>),
         query_port: Some(query_port::<T>),
         reg_user_mr: Some(reg_user_mr::<T>),
+        reg_user_mr_dmabuf: Some(reg_user_mr_dmabuf::<T>),
         req_notify_cq: Some(req_notify_cq),
         size_ib_cq: size_of::<b::ib_cq>(),
         size_ib_pd: const { object_size::<IbPd<T>>() },

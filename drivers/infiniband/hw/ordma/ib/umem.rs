@@ -61,15 +61,24 @@ impl core::ops::BitOr for Access {
     }
 }
 
-/// What a user asks to register (`reg_user_mr`): `length` bytes of its memory from
-/// `start`, seen by the device at virtual address `virt`, with `access`.
+/// Where the memory of a user MR is.
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    /// The calling process's virtual addresses from `start` (`reg_user_mr`).
+    Va { start: u64 },
+    /// Offset `offset` of the dma-buf `fd` (`reg_user_mr_dmabuf`).
+    DmaBuf { fd: i32, offset: u64 },
+}
+
+/// What a user asks to register: `length` bytes of its memory (at a virtual address, or in
+/// a dma-buf), seen by the device at virtual address `virt`, with `access`.
 ///
 /// # Invariants
 ///
 /// `ib` is a registered `ib_device` for `'a`, and the caller is a verb of it.
 pub(crate) struct UserMemory<'a> {
     ib: NonNull<b::ib_device>,
-    start: u64,
+    source: Source,
     length: u64,
     virt: u64,
     access: Access,
@@ -91,7 +100,7 @@ impl UserMemory<'_> {
         // INVARIANT: the caller guarantees it.
         Self {
             ib,
-            start,
+            source: Source::Va { start },
             length,
             virt,
             access,
@@ -99,9 +108,41 @@ impl UserMemory<'_> {
         }
     }
 
-    /// The first user virtual address.
+    /// `length` bytes at `offset` of the dma-buf `fd`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`UserMemory::new`]; `fd` is resolved in the calling process.
+    pub(super) unsafe fn dmabuf(
+        ib: NonNull<b::ib_device>,
+        fd: i32,
+        offset: u64,
+        length: u64,
+        virt: u64,
+        access: Access,
+    ) -> Self {
+        // INVARIANT: the caller guarantees it.
+        Self {
+            ib,
+            source: Source::DmaBuf { fd, offset },
+            length,
+            virt,
+            access,
+            _p: PhantomData,
+        }
+    }
+
+    /// The first user virtual address, or the offset in the dma-buf.
     pub(crate) fn start(&self) -> u64 {
-        self.start
+        match self.source {
+            Source::Va { start } => start,
+            Source::DmaBuf { offset, .. } => offset,
+        }
+    }
+
+    /// Whether the memory is a dma-buf's.
+    pub(crate) fn is_dmabuf(&self) -> bool {
+        matches!(self.source, Source::DmaBuf { .. })
     }
 
     /// The length in bytes.
@@ -119,24 +160,44 @@ impl UserMemory<'_> {
         self.access
     }
 
-    /// Pins the memory and maps it for the device's DMA (`ib_umem_get`).
+    /// Pins the memory and maps it for the device's DMA (`ib_umem_get`, or
+    /// `ib_umem_dmabuf_get_pinned` for a dma-buf).
     ///
     /// # Errors
     ///
     /// ib_core's: `ENOMEM` when pinning would exceed `RLIMIT_MEMLOCK` (without
-    /// `CAP_IPC_LOCK`) or memory runs out, `EINVAL` for an overflowing range, `EFAULT` for
-    /// memory the process has not mapped.
+    /// `CAP_IPC_LOCK`) or memory runs out, `EINVAL` for an overflowing range or a range
+    /// beyond the dma-buf, `EFAULT` for memory the process has not mapped, `EBADF` for a
+    /// file descriptor that is no dma-buf.
     pub(crate) fn pin(&self) -> Result<Umem> {
         let len = usize::try_from(self.length).map_err(|_| EINVAL)?;
-        let addr = ffi::c_ulong::try_from(self.start).map_err(|_| EINVAL)?;
         // CAST: a bit mask, reinterpreted as ib_core's `int`.
         let access = self.access.bits() as i32;
-        // SAFETY: `ib` is a registered device and we run in its verb (invariant), in the
-        // calling process's context, as `ib_umem_get` requires.
-        let raw =
-            from_err_ptr(unsafe { b::ordma_helper_umem_get(self.ib.as_ptr(), addr, len, access) })?;
+        let raw = match self.source {
+            Source::Va { start } => {
+                let addr = ffi::c_ulong::try_from(start).map_err(|_| EINVAL)?;
+                // SAFETY: `ib` is a registered device and we run in its verb (invariant),
+                // in the calling process's context, as `ib_umem_get` requires.
+                from_err_ptr(unsafe {
+                    b::ordma_helper_umem_get(self.ib.as_ptr(), addr, len, access)
+                })?
+            }
+            Source::DmaBuf { fd, offset } => {
+                let offset = ffi::c_ulong::try_from(offset).map_err(|_| EINVAL)?;
+                // SAFETY: as above; `fd` is looked up in the calling process.
+                from_err_ptr(unsafe {
+                    b::ordma_helper_umem_dmabuf_get_pinned(
+                        self.ib.as_ptr(),
+                        offset,
+                        len,
+                        fd,
+                        access,
+                    )
+                })?
+            }
+        };
         let raw = NonNull::new(raw).ok_or(ENOMEM)?;
-        // INVARIANT: a umem `ordma_helper_umem_get` returned, ours alone.
+        // INVARIANT: a umem one of the helpers returned, ours alone.
         Ok(Umem { raw })
     }
 }
@@ -149,7 +210,8 @@ impl UserMemory<'_> {
 ///
 /// # Invariants
 ///
-/// `raw` came from `ordma_helper_umem_get`, is owned by this value and not released.
+/// `raw` came from `ordma_helper_umem_get` or `ordma_helper_umem_dmabuf_get_pinned`, is
+/// owned by this value and not released.
 pub(crate) struct Umem {
     raw: NonNull<b::ib_umem>,
 }
