@@ -5,7 +5,8 @@ count it was given (its debug log's "MR created" lines).
 
 Usage: verbs_mr.py CHECK [ARGS]
   basic            a 64 KiB MR over ordinary (4 KiB-page) memory: lkey == rkey, the NIC
-                   has 1 MR of 16 pages of 4 KiB; deregistered, 0
+                   has 1 MR of 16 pages of 4 KiB; deregistered, 0; then 4 MiB of shmem:
+                   1024 pages of 4 KiB in a two-level page list
   huge PATH        a 2 MiB MR over a hugetlbfs page (a file in the hugetlbfs at PATH): the
                    NIC was given one 2 MiB page
   thp              a 4 MiB MR over anonymous memory with MADV_HUGEPAGE, backed by
@@ -150,6 +151,17 @@ def basic(pd):
     check_pages(mr, n, 12, "4 KiB pages")
     dereg_ok(mr, "basic")
     expect_mrs(0, "deregistered")
+    # 4 MiB of shared anonymous memory (shmem: no huge pages here): 1024 pages of 4 KiB, a
+    # page list of two levels.
+    n = 4 << 20
+    buf = mmap.mmap(-1, n)
+    buf.write(b"y" * n)
+    mr = reg_ok(pd, buffer_addr(buf), n)
+    check_pages(mr, n, 12, "4 MiB of 4 KiB pages")
+    if nic_mr(mr.contents.lkey)[2] != 2:
+        die("1024 pages need a page list of 2 levels")
+    dereg_ok(mr, "4 MiB")
+    expect_mrs(0, "4 MiB MR deregistered")
 
 
 def huge(pd, path):
