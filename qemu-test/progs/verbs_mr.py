@@ -14,7 +14,8 @@ Usage: verbs_mr.py CHECK [ARGS]
   shared           two MRs over the same buffer, deregistered in either order: each
                    registration holds its own, the other stays registered and deregisters
   access           remote write or remote atomic without local write: EINVAL, nothing
-                   reaches the NIC
+                   reaches the NIC; MW_BIND: EOPNOTSUPP; relaxed ordering (optional)
+                   ignored
   memlock BYTES    registering BYTES: ENOMEM expected (run over RLIMIT_MEMLOCK)
   hold N           registers N MRs of 1 MiB, prints "holding", waits to be killed
   dmabuf           an MR over a udmabuf dma-buf made from a memfd
@@ -33,6 +34,7 @@ import time
 from ibv import die, ibv, open_device
 
 LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC = 1, 2, 4, 8
+MW_BIND, RELAXED_ORDERING = 0x10, 1 << 20
 RW = LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ
 
 
@@ -233,6 +235,17 @@ def access(pd):
         if e != errno.EINVAL:
             die(f"{name} without local write: expected EINVAL")
     expect_mrs(0, "after the refused registrations")
+    # Memory windows (MW_BIND): ib_core passes it on, the NIC has none: EOPNOTSUPP.
+    mr, e = reg(pd, buffer_addr(buf), n, LOCAL_WRITE | MW_BIND)
+    if mr:
+        die("an MR with MW_BIND was registered")
+    print(f"local write + MW_BIND: {errno.errorcode.get(e, e)}", flush=True)
+    if e != errno.EOPNOTSUPP:
+        die("MW_BIND: expected EOPNOTSUPP")
+    # Relaxed ordering is optional: ignored, the MR registers.
+    mr = reg_ok(pd, buffer_addr(buf), n, RW | RELAXED_ORDERING)
+    dereg_ok(mr, "relaxed ordering")
+    print("relaxed ordering (optional): registered", flush=True)
     mr = reg_ok(pd, buffer_addr(buf), n, LOCAL_WRITE | REMOTE_ATOMIC)
     dereg_ok(mr, "atomic")
     mr = reg_ok(pd, buffer_addr(buf), n, REMOTE_READ)
