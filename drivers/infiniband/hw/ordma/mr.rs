@@ -171,12 +171,12 @@ impl<'bound> Mr<'bound> {
         if mem.length() == 0 {
             return Err(EINVAL);
         }
-        let umem = mem.pin()?;
+        let mut umem = mem.pin()?;
         let pgsz = umem
             .best_page_size(page_size_cap, mem.virt())
             .ok_or(EINVAL)?;
-        // CAST: a power of two below 2^64: its shift fits `u8`.
-        let page_shift = pgsz.trailing_zeros() as u8;
+        // CAST: the shift of a `u64` power of two fits `u8`.
+        let page_shift = pgsz.shift() as u8;
         let npages = umem.num_dma_blocks(pgsz);
         let tables = PageList::new(nic.pdev.as_ref(), umem.dma_blocks(pgsz), npages, page_shift)?;
         let key = nic.create_mr(&hw::CreateMrParams {
@@ -188,14 +188,15 @@ impl<'bound> Mr<'bound> {
         })?;
         dev_dbg!(
             nic.pdev,
-            "MR {key:#x}: {} bytes at {} {:#x}, {npages} pages of {pgsz} bytes\n",
+            "MR {key:#x}: {} bytes at {} {:#x}, {npages} pages of {} bytes\n",
             mem.length(),
             if mem.is_dmabuf() {
                 "dma-buf offset"
             } else {
                 "address"
             },
-            mem.start()
+            mem.start(),
+            pgsz.bytes()
         );
         Ok((
             Self {

@@ -225,43 +225,65 @@ unsafe impl Sync for Umem {}
 impl Umem {
     /// The largest page size of `pgsz_bitmap` (a bit per supported size) such that the
     /// memory is a list of DMA blocks of that size, with `virt` (the MR's iova) at the same
-    /// offset in its block as the memory's start (`ib_umem_find_best_pgsz`). `None` if no
-    /// size fits.
-    pub(crate) fn best_page_size(&self, pgsz_bitmap: u64, virt: u64) -> Option<u64> {
+    /// offset in its block as the memory's start (`ib_umem_find_best_pgsz`, which also
+    /// records `virt` as the umem's iova). `None` if no size fits.
+    pub(crate) fn best_page_size(&mut self, pgsz_bitmap: u64, virt: u64) -> Option<PageSize> {
         // CAST: `unsigned long` is 64-bit here.
-        // SAFETY: a live umem (invariant).
+        // SAFETY: a live umem (invariant), ours to change (`&mut self`).
         let pgsz = unsafe {
             b::ib_umem_find_best_pgsz(self.raw.as_ptr(), pgsz_bitmap as ffi::c_ulong, virt)
         };
         // CAST: as above.
-        (pgsz != 0).then_some(pgsz as u64)
+        // INVARIANT: returned by `ib_umem_find_best_pgsz` for this umem, which now has the
+        // iova the block walk needs.
+        (pgsz != 0).then_some(PageSize(pgsz as u64))
     }
 
-    /// How many DMA blocks of `pgsz` bytes the memory spans (`ib_umem_num_dma_blocks`);
-    /// `pgsz` is a size `best_page_size` returned.
-    pub(crate) fn num_dma_blocks(&self, pgsz: u64) -> usize {
+    /// How many DMA blocks of `pgsz` the memory spans (`ib_umem_num_dma_blocks`).
+    pub(crate) fn num_dma_blocks(&self, pgsz: PageSize) -> usize {
         // CAST: `unsigned long` is 64-bit here.
-        // SAFETY: a live umem (invariant).
-        unsafe { b::ordma_helper_umem_num_dma_blocks(self.raw.as_ptr(), pgsz as ffi::c_ulong) }
+        // SAFETY: a live umem (invariant); `pgsz` came from `best_page_size`.
+        unsafe { b::ordma_helper_umem_num_dma_blocks(self.raw.as_ptr(), pgsz.0 as ffi::c_ulong) }
     }
 
-    /// The bus addresses of the memory's DMA blocks of `pgsz` bytes, each aligned to
-    /// `pgsz` (`rdma_umem_for_each_dma_block`); `pgsz` is a size `best_page_size` returned.
-    pub(crate) fn dma_blocks(&self, pgsz: u64) -> DmaBlocks<'_> {
+    /// The bus addresses of the memory's DMA blocks of `pgsz`, each aligned to it
+    /// (`rdma_umem_for_each_dma_block`).
+    pub(crate) fn dma_blocks(&self, pgsz: PageSize) -> DmaBlocks<'_> {
         let mut iter = b::ib_block_iter::default();
         // CAST: `unsigned long` is 64-bit here.
-        // SAFETY: a live umem (invariant); `iter` is ours to initialise.
+        // SAFETY: a live umem (invariant), `pgsz` from `best_page_size`; `iter` is ours
+        // to initialise.
         unsafe {
             b::ordma_helper_umem_block_iter_start(
                 &mut iter,
                 self.raw.as_ptr(),
-                pgsz as ffi::c_ulong,
+                pgsz.0 as ffi::c_ulong,
             )
         };
         DmaBlocks {
             iter,
             _umem: PhantomData,
         }
+    }
+}
+
+/// A page size [`Umem::best_page_size`] chose: the only sizes the block walk may use.
+///
+/// # Invariants
+///
+/// A power of two `ib_umem_find_best_pgsz` returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PageSize(u64);
+
+impl PageSize {
+    /// The size in bytes.
+    pub(crate) fn bytes(self) -> u64 {
+        self.0
+    }
+
+    /// Its log2.
+    pub(crate) fn shift(self) -> u32 {
+        self.0.trailing_zeros()
     }
 }
 
