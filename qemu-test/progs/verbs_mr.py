@@ -17,7 +17,10 @@ Usage: verbs_mr.py CHECK [ARGS]
                    reaches the NIC; MW_BIND: EOPNOTSUPP; relaxed ordering (optional)
                    ignored
   memlock BYTES    registering BYTES: ENOMEM expected (run over RLIMIT_MEMLOCK)
-  hold N           registers N MRs of 1 MiB, prints "holding", waits to be killed
+  hold N [--then-reg FILE]
+                   registers N MRs of 1 MiB, prints "holding", waits to be killed; with
+                   --then-reg, once FILE exists registers one more and prints
+                   "reg ok|<errno> <ms> ms"
   dmabuf           an MR over a udmabuf dma-buf made from a memfd
 Prints what it checked; exits 0 when everything held.
 """
@@ -269,7 +272,7 @@ def memlock(pd, n):
     print(f"{small} bytes within the limit: registered", flush=True)
 
 
-def hold(pd, count):
+def hold(pd, count, then_reg=None):
     n = 1 << 20
     keep = []
     for _ in range(count):
@@ -277,6 +280,16 @@ def hold(pd, count):
         buf.write(b"k" * n)
         keep.append((buf, reg_ok(pd, buffer_addr(buf), n)))
     print("holding", flush=True)
+    if then_reg:
+        while not os.path.exists(then_reg):
+            time.sleep(0.1)
+        buf = anon(n)
+        buf.write(b"r" * n)
+        t0 = time.monotonic()
+        mr, e = reg(pd, buffer_addr(buf), n, RW)
+        ms = int((time.monotonic() - t0) * 1000)
+        print(f"reg {'ok' if mr else errno.errorcode.get(e, e)} {ms} ms", flush=True)
+        keep.append((buf, mr))
     while True:
         time.sleep(60)
 
@@ -330,7 +343,7 @@ def main():
     elif check == "memlock":
         memlock(pd, int(args[0]))
     elif check == "hold":
-        hold(pd, int(args[0]))
+        hold(pd, int(args[0]), args[2] if args[1:2] == ["--then-reg"] else None)
     elif check == "dmabuf":
         dmabuf(pd)
     else:

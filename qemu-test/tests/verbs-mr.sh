@@ -3,10 +3,10 @@
 # (qemu-test/progs/verbs_mr.py): keys, the page size the NIC is given (4 KiB pages,
 # a hugetlbfs 2 MiB page, transparent huge pages), several MRs over one buffer,
 # access flags, RLIMIT_MEMLOCK for an ordinary user, a killed process's MRs, and an MR over
-# a dma-buf (udmabuf from a memfd). Last,
-# the NIC's model dies under a process holding MRs, which is then killed: DESTROY_MR is
-# never acknowledged, so the pages stay pinned until unbind has stopped the NIC (bus
-# mastering off, since the dead NIC does not reset), and are released then.
+# a dma-buf (udmabuf from a memfd). Last, the NIC's model dies under a process holding
+# MRs, which registers one more (CREATE_MR times out) and is then killed: neither the
+# create nor the destroys are acknowledged, so the pages stay pinned until unbind has
+# stopped the NIC (bus mastering off, since the dead NIC does not reset), then released.
 # nics: 1
 # debug: yes
 # run-args: --nic-args 0 "--log-level debug"
@@ -78,25 +78,32 @@ if dmesg | grep -E 'ordma.*(failed|error|leak)'; then
 fi
 echo "ok: no driver errors in dmesg"
 
-# The NIC dies under a process holding 4 MRs; the process is killed.
+# The NIC dies under a process holding 4 MRs. The process registers one more: CREATE_MR
+# times out (ETIMEDOUT), the NIC may have the MR, so its memory stays pinned too. Then the
+# process is killed: its 4 DESTROY_MRs fail (the queue is known broken) and stay pinned.
 nic=0000:00:06.0
 D=/sys/bus/pci/drivers/ordma
 [ -e $D/$nic ] || fail "the NIC is not at $nic"
-python3 $P/verbs_mr.py hold 4 >/tmp/hold.out 2>&1 &
+rm -f /tmp/reg-now
+python3 $P/verbs_mr.py hold 4 --then-reg /tmp/reg-now >/tmp/hold.out 2>&1 &
 holder=$!
 for _ in $(seq 300); do grep -q holding /tmp/hold.out && break; sleep 0.1; done
 grep -q holding /tmp/hold.out || { cat /tmp/hold.out; fail "the MR holder did not start"; }
 kill_nic 0
+touch /tmp/reg-now
+for _ in $(seq 300); do grep -q '^reg ' /tmp/hold.out && break; sleep 0.1; done
+echo "registering on the dead NIC: $(grep '^reg ' /tmp/hold.out || echo 'no answer')"
+grep -q '^reg ETIMEDOUT ' /tmp/hold.out || fail "CREATE_MR on a NIC that does not answer: expected ETIMEDOUT"
 kill -KILL $holder
 wait $holder 2>/dev/null || true
 kept=$(($(pins) - pinned0))
 echo "NIC dead, holder killed: $kept pages still pinned"
-[ "$kept" -ge $((1024 - SLACK)) ] || fail "only $kept pages pinned: the memory of unacknowledged MRs was released"
+[ "$kept" -ge $((1280 - SLACK)) ] || fail "only $kept pages pinned: the memory of unacknowledged MRs was released"
 [ "$(dmesg | grep -c "DESTROY_MR 0x[0-9a-f]* failed .* stays pinned")" = 4 ] ||
 	fail "expected 4 MRs kept pinned in dmesg"
 timeout 120 sh -c "echo $nic >$D/unbind" || fail "unbind of the dead NIC failed or hung"
 dmesg | grep "ordma $nic" | tail -n 4
-dmesg | grep -q "released the memory of 4 MR(s)" || fail "the kept MRs were not released at unbind"
+dmesg | grep -q "released the memory of 5 MR(s)" || fail "the kept MRs were not released at unbind"
 released=$(($(pins) - pinned0))
 echo "after unbind: $released pages pinned"
 [ "$released" -le $SLACK ] || fail "$released page(s) still pinned after unbind"

@@ -156,7 +156,9 @@ impl<'bound> Mr<'bound> {
     /// `EINVAL`/`EOPNOTSUPP` for access flags (see [`hw_access`]), `EOPNOTSUPP` for
     /// driver input; `ib_umem_get`'s errors (`ENOMEM` over `RLIMIT_MEMLOCK`, `EFAULT`);
     /// `EINVAL` when no page size of the NIC fits the mapping or it has too many pages;
-    /// `ENOMEM` when the NIC has no free MR; `EIO` when the NIC is dead or broken.
+    /// `ENOMEM` when the NIC has no free MR; `EIO` when the NIC is dead or broken;
+    /// `ETIMEDOUT` when it does not answer (the memory then stays pinned until the NIC is
+    /// stopped, as for an unacknowledged destroy).
     pub(crate) fn new(
         nic: &Arc<Nic<'bound>>,
         pd: &Pd<'bound>,
@@ -179,13 +181,27 @@ impl<'bound> Mr<'bound> {
         let page_shift = pgsz.shift() as u8;
         let npages = umem.num_dma_blocks(pgsz);
         let tables = PageList::new(nic.pdev.as_ref(), umem.dma_blocks(pgsz), npages, page_shift)?;
-        let key = nic.create_mr(&hw::CreateMrParams {
+        let params = hw::CreateMrParams {
             pdn: pd.pdn(),
             access,
             iova: mem.virt(),
             length: mem.length(),
             pages: tables.list,
-        })?;
+        };
+        let memory = MrMemory {
+            _tables: tables,
+            _umem: umem,
+        };
+        let key = match nic.create_mr(&params) {
+            Ok(key) => key,
+            // Unanswered: the NIC may be walking the tables, or have made the MR. A refusal,
+            // a command never sent (dead NIC, broken queue) leaves nothing to wait for.
+            Err(e) if e == ETIMEDOUT && !nic.is_dead() => {
+                nic.retire(memory);
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
         dev_dbg!(
             nic.pdev,
             "MR {key:#x}: {} bytes at {} {:#x}, {npages} pages of {} bytes\n",
@@ -202,10 +218,7 @@ impl<'bound> Mr<'bound> {
             Self {
                 nic: nic.clone(),
                 key,
-                memory: Some(MrMemory {
-                    _tables: tables,
-                    _umem: umem,
-                }),
+                memory: Some(memory),
             },
             ib::MrKeys {
                 lkey: key,
