@@ -20,7 +20,7 @@ fn main() -> Result<(), String> {
         ])
         .args([
             "--allowlist-type",
-            "ibv_context|verbs_context|ibv_device|ibv_pd",
+            "ibv_context|verbs_context|ibv_device|ibv_pd|ibv_mr",
         ])
         .args([
             "--allowlist-type",
@@ -32,7 +32,7 @@ fn main() -> Result<(), String> {
         ])
         .args([
             "--allowlist-type",
-            "ib_uverbs_(alloc_pd|alloc_pd_resp|query_port)",
+            "ib_uverbs_(alloc_pd|alloc_pd_resp|query_port|reg_mr|reg_mr_resp)",
         ])
         .args([
             "--allowlist-type",

@@ -114,7 +114,7 @@ pub struct VerbsContextOps {
     pub dealloc_mw: Unused,
     pub dealloc_pd: Option<unsafe extern "C" fn(*mut sys::ibv_pd) -> c_int>,
     pub dealloc_td: Unused,
-    pub dereg_mr: Unused,
+    pub dereg_mr: Option<unsafe extern "C" fn(*mut VerbsMr) -> c_int>,
     pub destroy_ah: Unused,
     pub destroy_counters: Unused,
     pub destroy_cq: Unused,
@@ -161,8 +161,12 @@ pub struct VerbsContextOps {
     pub query_srq: Unused,
     pub read_counters: Unused,
     pub reg_dm_mr: Unused,
-    pub reg_dmabuf_mr: Unused,
-    pub reg_mr: Unused,
+    pub reg_dmabuf_mr: Option<
+        unsafe extern "C" fn(*mut sys::ibv_pd, u64, usize, u64, c_int, c_int) -> *mut sys::ibv_mr,
+    >,
+    pub reg_mr: Option<
+        unsafe extern "C" fn(*mut sys::ibv_pd, *mut c_void, usize, u64, c_int) -> *mut sys::ibv_mr,
+    >,
     pub req_notify_cq: Unused,
     pub rereg_mr: Unused,
     pub resize_cq: Unused,
@@ -186,6 +190,30 @@ pub struct IbvGetContext {
 pub struct IbvAllocPd {
     pub hdr: sys::ib_uverbs_cmd_hdr,
     pub core: sys::ib_uverbs_alloc_pd,
+}
+
+/// kern-abi.h's `struct ibv_reg_mr`.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvRegMr {
+    pub hdr: sys::ib_uverbs_cmd_hdr,
+    pub core: sys::ib_uverbs_reg_mr,
+}
+
+/// driver.h's `struct verbs_mr`: the provider allocates it, libibverbs and `ibv_cmd_*`
+/// fill it.
+#[repr(C)]
+pub struct VerbsMr {
+    pub ibv_mr: sys::ibv_mr,
+    /// driver.h's `enum ibv_mr_type` (a C enum: `unsigned int`).
+    pub mr_type: u32,
+    pub access: c_int,
+}
+
+/// driver.h's `struct ibv_command_buffer`: only passed (as null) through.
+#[repr(C)]
+pub struct IbvCommandBuffer {
+    _opaque: [u8; 0],
 }
 
 /// kern-abi.h's `struct ibv_query_port`.
@@ -242,4 +270,27 @@ extern "C" {
         resp_size: usize,
     ) -> c_int;
     pub fn ibv_cmd_dealloc_pd(pd: *mut sys::ibv_pd) -> c_int;
+    pub fn ibv_cmd_reg_mr(
+        pd: *mut sys::ibv_pd,
+        addr: *mut c_void,
+        length: usize,
+        hca_va: u64,
+        access: c_int,
+        vmr: *mut VerbsMr,
+        cmd: *mut IbvRegMr,
+        cmd_size: usize,
+        resp: *mut sys::ib_uverbs_reg_mr_resp,
+        resp_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_reg_dmabuf_mr(
+        pd: *mut sys::ibv_pd,
+        offset: u64,
+        length: usize,
+        iova: u64,
+        fd: c_int,
+        access: c_int,
+        vmr: *mut VerbsMr,
+        driver: *mut IbvCommandBuffer,
+    ) -> c_int;
+    pub fn ibv_cmd_dereg_mr(vmr: *mut VerbsMr) -> c_int;
 }

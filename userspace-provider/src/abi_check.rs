@@ -14,8 +14,8 @@ use core::mem::{offset_of, size_of};
 use std::collections::BTreeMap;
 
 use crate::abi::{
-    self, IbvAllocPd, IbvGetContext, IbvQueryPort, ListNode, Unused, VerbsContextOps, VerbsDevice,
-    VerbsDeviceOps, VerbsMatchEnt,
+    self, IbvAllocPd, IbvGetContext, IbvQueryPort, IbvRegMr, ListNode, Unused, VerbsContextOps,
+    VerbsDevice, VerbsDeviceOps, VerbsMatchEnt, VerbsMr,
 };
 use crate::barrier::{flush_writes_insn, from_device_insn, to_device_insn};
 use crate::{context, pd, sys};
@@ -237,6 +237,10 @@ fn layout_checks() -> Checks {
         hdr,
         core as core_payload
     );
+    size!(v, IbvRegMr, "struct ibv_reg_mr");
+    fields!(v, IbvRegMr, "struct ibv_reg_mr", hdr, core as core_payload);
+    size!(v, VerbsMr, "struct verbs_mr");
+    fields!(v, VerbsMr, "struct verbs_mr", ibv_mr, mr_type, access);
     // The public and uverbs types the mirror and the provider embed (bindgen read the
     // installed headers; rdma-core's source must agree).
     size!(v, sys::ibv_device, "struct ibv_device");
@@ -244,6 +248,13 @@ fn layout_checks() -> Checks {
     size!(v, sys::verbs_context, "struct verbs_context");
     fields!(v, sys::verbs_context, "struct verbs_context", context);
     size!(v, sys::ibv_pd, "struct ibv_pd");
+    size!(v, sys::ibv_mr, "struct ibv_mr");
+    size!(v, sys::ib_uverbs_reg_mr, "struct ib_uverbs_reg_mr");
+    size!(
+        v,
+        sys::ib_uverbs_reg_mr_resp,
+        "struct ib_uverbs_reg_mr_resp"
+    );
     size!(v, sys::ibv_port_attr, "struct ibv_port_attr");
     size!(v, sys::ibv_device_attr_ex, "struct ibv_device_attr_ex");
     size!(
@@ -323,6 +334,17 @@ fn prototype_checks() -> Vec<(String, String)> {
         ),
         ("&ibv_cmd_dealloc_pd", "int (*)(struct ibv_pd *)"),
         (
+            "&ibv_cmd_reg_mr",
+            "int (*)(struct ibv_pd *, void *, size_t, uint64_t, int, struct verbs_mr *, \
+             struct ibv_reg_mr *, size_t, struct ib_uverbs_reg_mr_resp *, size_t)",
+        ),
+        (
+            "&ibv_cmd_reg_dmabuf_mr",
+            "int (*)(struct ibv_pd *, uint64_t, size_t, uint64_t, int, int, struct verbs_mr *, \
+             struct ibv_command_buffer *)",
+        ),
+        ("&ibv_cmd_dereg_mr", "int (*)(struct verbs_mr *)"),
+        (
             "((struct verbs_device_ops *)0)->match_device",
             "bool (*)(struct verbs_sysfs_dev *)",
         ),
@@ -349,6 +371,18 @@ fn prototype_checks() -> Vec<(String, String)> {
         (
             "((struct verbs_context_ops *)0)->dealloc_pd",
             "int (*)(struct ibv_pd *)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->dereg_mr",
+            "int (*)(struct verbs_mr *)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->reg_mr",
+            "struct ibv_mr *(*)(struct ibv_pd *, void *, size_t, uint64_t, int)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->reg_dmabuf_mr",
+            "struct ibv_mr *(*)(struct ibv_pd *, uint64_t, size_t, uint64_t, int, int)",
         ),
         (
             "((struct verbs_context_ops *)0)->free_context",

@@ -6,7 +6,7 @@ use core::mem::{offset_of, size_of};
 use core::ptr::{self, null_mut};
 
 use crate::abi::{self, VerbsContextOps};
-use crate::{errno, pd, set_errno, sys};
+use crate::{errno, mr, pd, set_errno, sys};
 
 /// An open ordma device: libibverbs' context and the doorbell page.
 #[repr(C)]
@@ -138,6 +138,9 @@ fn context_ops() -> VerbsContextOps {
     VerbsContextOps {
         alloc_pd: Some(pd::alloc_pd),
         dealloc_pd: Some(pd::dealloc_pd),
+        dereg_mr: Some(mr::dereg_mr),
+        reg_dmabuf_mr: Some(mr::reg_dmabuf_mr),
+        reg_mr: Some(mr::reg_mr),
         free_context: Some(free_context),
         query_device_ex: Some(query_device_ex),
         query_port: Some(query_port),

@@ -72,4 +72,19 @@ impl Nic<'_> {
         self.admin(hw::CMD_DEALLOC_PD, hw::PdParams { pdn }.encode())
             .map(|_| ())
     }
+
+    /// `CMD_CREATE_MR`: the new MR's key.
+    pub(crate) fn create_mr(&self, p: &hw::CreateMrParams) -> Result<u32> {
+        let key = self.admin(hw::CMD_CREATE_MR, p.encode())?;
+        u32::try_from(key).map_err(|_| {
+            dev_err!(self.pdev, "CREATE_MR returned key {key:#x}\n");
+            EIO
+        })
+    }
+
+    /// `CMD_DESTROY_MR`.
+    pub(crate) fn destroy_mr(&self, key: u32) -> Result {
+        self.admin(hw::CMD_DESTROY_MR, hw::KeyParams { key }.encode())
+            .map(|_| ())
+    }
 }

@@ -7,17 +7,18 @@
 use kernel::{
     device::Bound,
     io::{poll::read_poll_timeout, Io},
+    new_mutex,
     page::PAGE_SHIFT,
     pci,
     prelude::*,
     sync::{
         atomic::{Acquire, Atomic, Relaxed, Release},
-        Arc,
+        Arc, Mutex,
     },
     time::{Delta, Instant, Monotonic},
 };
 
-use crate::{admin::AdminQueue, event::EventRing, hw, ib};
+use crate::{admin::AdminQueue, event::EventRing, hw, ib, mr::MrMemory};
 
 /// BAR0, the control registers, at its documented size.
 pub(crate) type Bar0<'bound> = pci::Bar<'bound, { hw::BAR0_SIZE }>;
@@ -48,6 +49,10 @@ pub(crate) struct Nic<'bound> {
     pub(crate) doorbells: DoorbellPages,
     /// Bounds what interrupt handlers log.
     pub(crate) log_limit: RateLimit,
+    /// Memory of MRs whose `DESTROY_MR` the NIC did not acknowledge: it may still reach
+    /// it, so it is released only once the NIC is stopped (`quiesce`).
+    #[pin]
+    retired: Mutex<KVec<MrMemory>>,
 }
 
 impl<'bound> Nic<'bound> {
@@ -72,6 +77,7 @@ impl<'bound> Nic<'bound> {
             dead: Atomic::new(false),
             doorbells: DoorbellPages::new(db_pfn),
             log_limit: RateLimit::new(),
+            retired <- new_mutex!(KVec::new(), "ordma_retired"),
         }))
     }
 
@@ -90,18 +96,46 @@ impl<'bound> Nic<'bound> {
 
     /// Stops the NIC for good before its memory is released: a reset, or, if the NIC does
     /// not answer, bus mastering off, so it cannot write to memory the driver frees.
+    /// Memory retired by MRs the NIC did not let go is released then.
     pub(crate) fn quiesce(&self) {
         if self.reset().is_ok() {
             dev_dbg!(self.pdev, "NIC stopped\n");
-            return;
+        } else {
+            let cfg = self.pdev.config_space();
+            let cmd = cfg.read16(PCI_COMMAND);
+            cfg.write16(cmd & !PCI_COMMAND_MASTER, PCI_COMMAND);
+            dev_warn!(
+                self.pdev,
+                "bus mastering turned off: the NIC did not stop\n"
+            );
         }
-        let cfg = self.pdev.config_space();
-        let cmd = cfg.read16(PCI_COMMAND);
-        cfg.write16(cmd & !PCI_COMMAND_MASTER, PCI_COMMAND);
-        dev_warn!(
-            self.pdev,
-            "bus mastering turned off: the NIC did not stop\n"
-        );
+        let retired = core::mem::take(&mut *self.retired.lock());
+        if !retired.is_empty() {
+            dev_info!(
+                self.pdev,
+                "released the memory of {} MR(s) the NIC had not let go\n",
+                retired.len()
+            );
+        }
+    }
+
+    /// Keeps `memory` (an MR's pinned pages and page list, which the NIC may still reach)
+    /// until the NIC is stopped. If even the list cannot grow, it is leaked: never freed
+    /// under a NIC that may write to it.
+    pub(crate) fn retire(&self, memory: MrMemory) {
+        let mut retired = self.retired.lock();
+        let kept = match retired.reserve(1, GFP_KERNEL) {
+            Ok(()) => retired.push_within_capacity(memory).map_err(|e| e.0),
+            Err(_) => Err(memory),
+        };
+        drop(retired);
+        if let Err(memory) = kept {
+            dev_err!(
+                self.pdev,
+                "leaking an MR's pinned memory: no room to keep it until the NIC is reset\n"
+            );
+            core::mem::forget(memory);
+        }
     }
 
     /// Programs the queues and starts them.

@@ -11,6 +11,7 @@ mod driver;
 mod event;
 mod hw;
 mod ib;
+mod mr;
 mod nic;
 mod pd;
 mod ucontext;

@@ -39,6 +39,11 @@ impl<'bound> Pd<'bound> {
         }
         Ok(pd)
     }
+
+    /// The NIC's number of this PD.
+    pub(crate) fn pdn(&self) -> u32 {
+        self.pdn
+    }
 }
 
 impl Drop for Pd<'_> {

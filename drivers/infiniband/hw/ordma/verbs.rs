@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! ordma as an ib_core driver: device and port queries answered from what the NIC
-//! reported, and the objects, each in its own file (`ucontext.rs`, `pd.rs`).
+//! reported, and the objects, each in its own file (`ucontext.rs`, `pd.rs`, `mr.rs`).
 
 use kernel::{prelude::*, sync::Arc};
 
 use crate::{
     hw, ib,
+    mr::Mr,
     nic::Nic,
     pd::Pd,
     ucontext::{DoorbellPage, Ucontext},
@@ -25,6 +26,7 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
     type Ucontext = Ucontext<'bound>;
     type Pd = Pd<'bound>;
     type MmapEntry = DoorbellPage<'bound>;
+    type Mr = Mr<'bound>;
 
     fn query_device(&self) -> Result<ib::DeviceAttr> {
         let a = &self.attrs;
@@ -76,5 +78,14 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
 
     fn alloc_pd(&self, udata: Option<&ib::Udata<'_>>) -> Result<Pd<'bound>> {
         Pd::new(&self.nic, udata)
+    }
+
+    fn reg_user_mr(
+        &self,
+        pd: &Pd<'bound>,
+        mem: &ib::UserMemory<'_>,
+        udata: Option<&ib::Udata<'_>>,
+    ) -> Result<(Mr<'bound>, ib::MrKeys)> {
+        Mr::new(&self.nic, pd, mem, self.attrs.page_size_cap, udata)
     }
 }

@@ -102,6 +102,8 @@ impl Nic {
                     key = format_args!("{key:#x}"),
                     pdn = p.pdn,
                     npages = p.pages.npages,
+                    page_shift = p.pages.page_shift,
+                    levels = p.pages.levels,
                     "MR created"
                 );
                 (hw::AQ_OK, u64::from(key))

@@ -5,7 +5,7 @@
 
 use kernel::prelude::*;
 
-use super::{ucontext::UserContext, udata::Udata};
+use super::{mr::MrKeys, ucontext::UserContext, udata::Udata, umem::UserMemory};
 
 /// What a port reports, in ib_core's terms (the IB spec's encodings).
 #[derive(Clone, Copy, Debug, Default)]
@@ -59,8 +59,9 @@ pub(crate) struct DeviceAttr {
 
 /// An ib_core device driver.
 ///
-/// ib_core allocates every object (user context, PD, and to come CQ, QP, MR, SRQ, AH) at
-/// the size the driver declares and calls the driver to set it up; the binding places the
+/// ib_core allocates every object (user context, PD, and to come CQ, QP, SRQ, AH) at the
+/// size the driver declares and calls the driver to set it up (MRs, which ib_core does not
+/// allocate, the binding allocates); the binding places the
 /// driver's associated type inside that allocation, initialised in place, and drops it when
 /// ib_core destroys the object. Destroying cannot fail towards ib_core, so an object's
 /// `Drop` is its destroy verb: it releases what the object holds on the hardware.
@@ -72,6 +73,8 @@ pub(crate) trait Driver: Sync + Sized {
     /// The driver's part of an mmap entry (what a user context may map); dropped when the
     /// entry's last reference goes (the context's and every mapping's).
     type MmapEntry: Send + Sync;
+    /// The driver's part of an MR.
+    type Mr: Send + Sync;
 
     /// Device attributes (`query_device`).
     fn query_device(&self) -> Result<DeviceAttr>;
@@ -90,6 +93,14 @@ pub(crate) trait Driver: Sync + Sized {
     fn disassociate_ucontext(&self, _uctx: &Self::Ucontext) {}
     /// A new PD; `udata` is `None` for a kernel caller.
     fn alloc_pd(&self, udata: Option<&Udata<'_>>) -> Result<Self::Pd>;
+    /// A new MR of `pd` over user memory `mem`, and its keys; `udata` is `None` for a
+    /// kernel caller.
+    fn reg_user_mr(
+        &self,
+        pd: &Self::Pd,
+        mem: &UserMemory<'_>,
+        udata: Option<&Udata<'_>>,
+    ) -> Result<(Self::Mr, MrKeys)>;
 }
 
 impl DeviceAttr {

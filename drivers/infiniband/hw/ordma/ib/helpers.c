@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /* C helpers for ordma's Rust ib/ layer; see helpers.h. */
 #include <linux/mm.h>
+#include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/iter.h>
 #include <rdma/uverbs_ioctl.h>
 
 #include "helpers.h"
@@ -66,6 +68,10 @@ const size_t ordma_helper_layout[] = {
 	OFF(ib_event, device),
 	OFF(ib_event, element),
 	OFF(ib_event, event),
+	SZ(ib_mr),
+	OFF(ib_mr, lkey),
+	OFF(ib_mr, rkey),
+	SZ(ib_block_iter),
 };
 const size_t ordma_helper_layout_len = ARRAY_SIZE(ordma_helper_layout);
 
@@ -85,4 +91,59 @@ int ordma_helper_mmap_io_noncached(struct ib_ucontext *ucontext, struct vm_area_
 {
 	return rdma_user_mmap_io(ucontext, vma, pfn, pages << PAGE_SHIFT,
 				 pgprot_noncached(vma->vm_page_prot), entry);
+}
+
+struct ib_umem *ordma_helper_umem_get(struct ib_device *dev, unsigned long addr, size_t len,
+				      int access)
+{
+	struct ib_umem *umem = ib_umem_get_va(dev, addr, len, access);
+
+	if (!IS_ERR(umem))
+		get_device(&dev->dev);
+	return umem;
+}
+
+struct ib_umem *ordma_helper_umem_dmabuf_get_pinned(struct ib_device *dev, unsigned long offset,
+						    size_t len, int fd, int access)
+{
+	struct ib_umem_dmabuf *umem = ib_umem_dmabuf_get_pinned(dev, offset, len, fd, access);
+
+	if (IS_ERR(umem))
+		return ERR_CAST(umem);
+	get_device(&dev->dev);
+	return &umem->umem;
+}
+
+struct ib_udata *ordma_helper_attrs_driver_udata(struct uverbs_attr_bundle *attrs)
+{
+	return attrs ? &attrs->driver_udata : NULL;
+}
+
+void ordma_helper_umem_release(struct ib_umem *umem)
+{
+	struct ib_device *dev = umem->ibdev;
+
+	ib_umem_release(umem);
+	put_device(&dev->dev);
+}
+
+size_t ordma_helper_umem_num_dma_blocks(struct ib_umem *umem, unsigned long pgsz)
+{
+	return ib_umem_num_dma_blocks(umem, pgsz);
+}
+
+void ordma_helper_umem_block_iter_start(struct ib_block_iter *biter, struct ib_umem *umem,
+					unsigned long pgsz)
+{
+	__rdma_umem_block_iter_start(biter, umem, pgsz);
+}
+
+bool ordma_helper_umem_block_iter_next(struct ib_block_iter *biter)
+{
+	return __rdma_umem_block_iter_next(biter);
+}
+
+u64 ordma_helper_block_iter_dma_address(struct ib_block_iter *biter)
+{
+	return rdma_block_iter_dma_address(biter);
 }

@@ -12,6 +12,9 @@
 struct ib_ucontext;
 struct rdma_user_mmap_entry;
 struct vm_area_struct;
+struct ib_device;
+struct ib_umem;
+struct ib_block_iter;
 
 /*
  * The sizes and offsets ib/ relies on, as this tree's C compiler sees them, in the order
@@ -28,5 +31,33 @@ bool ordma_helper_vma_shared(const struct vm_area_struct *vma);
 int ordma_helper_mmap_io_noncached(struct ib_ucontext *ucontext, struct vm_area_struct *vma,
 				   unsigned long pfn, size_t pages,
 				   struct rdma_user_mmap_entry *entry);
+
+/*
+ * ib_umem_get_va() (a static inline) for user memory at [addr, addr + len), and a
+ * reference on the ib_device, so the umem can be released after the device is
+ * unregistered (a NIC that never acknowledged a destroy): ordma_helper_umem_release()
+ * releases both.
+ */
+struct ib_umem *ordma_helper_umem_get(struct ib_device *dev, unsigned long addr, size_t len,
+				      int access);
+void ordma_helper_umem_release(struct ib_umem *umem);
+
+/*
+ * ib_umem_dmabuf_get_pinned() of `len` bytes at `offset` of dma-buf `fd`, as a plain
+ * umem (its first member), with a reference on the ib_device as above.
+ */
+struct ib_umem *ordma_helper_umem_dmabuf_get_pinned(struct ib_device *dev, unsigned long offset,
+						    size_t len, int fd, int access);
+
+/* The driver data of an ioctl verb (&attrs->driver_udata), NULL without attrs. */
+struct uverbs_attr_bundle;
+struct ib_udata *ordma_helper_attrs_driver_udata(struct uverbs_attr_bundle *attrs);
+
+/* ib_umem_num_dma_blocks() and rdma_umem_for_each_dma_block()'s steps (static inlines). */
+size_t ordma_helper_umem_num_dma_blocks(struct ib_umem *umem, unsigned long pgsz);
+void ordma_helper_umem_block_iter_start(struct ib_block_iter *biter, struct ib_umem *umem,
+					unsigned long pgsz);
+bool ordma_helper_umem_block_iter_next(struct ib_block_iter *biter);
+u64 ordma_helper_block_iter_dma_address(struct ib_block_iter *biter);
 
 #endif

@@ -18,9 +18,11 @@ use super::{
     bindings as b,
     device::data,
     driver::{format_fw_version, Driver},
+    mr::IbMr,
     pd::IbPd,
     ucontext::{IbUcontext, Mapping, MmapEntry, UserContext},
     udata::Udata,
+    umem::{Access, UserMemory},
 };
 
 /// What `kzalloc` guarantees every allocation's alignment to be (`ARCH_KMALLOC_MINALIGN`,
@@ -346,22 +348,117 @@ unsafe extern "C" fn get_dma_mr(_pd: *mut b::ib_pd, _access: i32) -> *mut b::ib_
 }
 /// # Safety
 ///
-/// See `query_device`.
-unsafe extern "C" fn reg_user_mr(
-    _pd: *mut b::ib_pd,
-    _start: u64,
-    _len: u64,
-    _virt: u64,
-    _access: i32,
-    _dmah: *mut b::ib_dmah,
-    _udata: *mut b::ib_udata,
+/// See `query_device`; `pd` is a live PD of ours, and the caller a verb in the context of
+/// the process whose memory `start` names.
+unsafe extern "C" fn reg_user_mr<T: Driver>(
+    pd: *mut b::ib_pd,
+    start: u64,
+    len: u64,
+    virt: u64,
+    access: i32,
+    dmah: *mut b::ib_dmah,
+    udata: *mut b::ib_udata,
 ) -> *mut b::ib_mr {
-    mr_unsupported()
+    // No DMA handles (TPH steering) on this device.
+    if !dmah.is_null() {
+        return EOPNOTSUPP.to_ptr();
+    }
+    // SAFETY: see the contract; the memory is described on `pd`'s device (`ib`), in the
+    // calling process, for this verb.
+    unsafe {
+        reg_mr::<T>(pd, udata, |ib| {
+            UserMemory::new(ib, start, len, virt, Access::from_raw(access))
+        })
+    }
+}
+
+/// # Safety
+///
+/// See `reg_user_mr`; `attrs` is the ioctl's attribute bundle (or null).
+unsafe extern "C" fn reg_user_mr_dmabuf<T: Driver>(
+    pd: *mut b::ib_pd,
+    offset: u64,
+    len: u64,
+    virt: u64,
+    fd: i32,
+    access: i32,
+    dmah: *mut b::ib_dmah,
+    attrs: *mut b::uverbs_attr_bundle,
+) -> *mut b::ib_mr {
+    if !dmah.is_null() {
+        return EOPNOTSUPP.to_ptr();
+    }
+    // SAFETY: `attrs` is null or the verb's bundle, valid for the call.
+    let udata = unsafe { b::ordma_helper_attrs_driver_udata(attrs) };
+    // SAFETY: see the contract; the memory is described on `pd`'s device (`ib`), in the
+    // calling process (which resolves `fd`), for this verb.
+    unsafe {
+        reg_mr::<T>(pd, udata, |ib| {
+            UserMemory::dmabuf(ib, fd, offset, len, virt, Access::from_raw(access))
+        })
+    }
+}
+
+/// The two registration verbs' common part: the driver registers the memory `mem` makes
+/// (given `pd`'s device) inside an `IbMr<T>` the binding allocates.
+///
+/// # Safety
+///
+/// See `reg_user_mr`; `mem` makes a `UserMemory` whose own contract the caller meets.
+unsafe fn reg_mr<'a, T: Driver>(
+    pd: *mut b::ib_pd,
+    udata: *mut b::ib_udata,
+    mem: impl FnOnce(NonNull<b::ib_device>) -> UserMemory<'a>,
+) -> *mut b::ib_mr {
+    // SAFETY: see the contract: `pd` is an `IbPd<T>` that `alloc_pd` initialised, live for
+    // the call, on one of our registered devices.
+    let (d, ib, pd_data, u) = unsafe {
+        (
+            data::<T>((*pd).device),
+            NonNull::new((*pd).device),
+            (*pd.cast::<IbPd<T>>()).data.assume_init_ref(),
+            Udata::from_raw(udata),
+        )
+    };
+    let Some(ib) = ib else {
+        return EINVAL.to_ptr();
+    };
+    let mem = mem(ib);
+    let mr = match KBox::new(
+        IbMr::<T> {
+            ib: Default::default(),
+            data: core::mem::MaybeUninit::uninit(),
+        },
+        GFP_KERNEL,
+    ) {
+        Ok(mr) => mr,
+        Err(e) => return Error::from(e).to_ptr(),
+    };
+    match d.reg_user_mr(pd_data, &mem, u.as_ref()) {
+        Ok((v, keys)) => {
+            let mr = KBox::into_raw(mr);
+            // SAFETY: `mr` is ours until ib_core gets it below.
+            unsafe {
+                (*mr).data.write(v);
+                (*mr).ib.lkey = keys.lkey;
+                (*mr).ib.rkey = keys.rkey;
+                &raw mut (*mr).ib
+            }
+        }
+        Err(e) => e.to_ptr(),
+    }
 }
 /// # Safety
 ///
-/// See `query_device`.
-unsafe extern "C" fn dereg_mr(_mr: *mut b::ib_mr, _udata: *mut b::ib_udata) -> i32 {
+/// See `query_device`; `mr` is one `reg_user_mr` returned, deregistered once.
+unsafe extern "C" fn dereg_mr<T: Driver>(mr: *mut b::ib_mr, _udata: *mut b::ib_udata) -> i32 {
+    // SAFETY: `mr` is the first field of an `IbMr<T>` from `KBox::into_raw` in
+    // `reg_user_mr`, with initialised data; this is its last use. Dropping the data
+    // deregisters it from the hardware, then the allocation goes.
+    unsafe {
+        let mut mr = KBox::from_raw(mr.cast::<IbMr<T>>());
+        mr.data.assume_init_drop();
+    }
     0
 }
 
@@ -386,7 +483,7 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         create_qp: Some(create_qp),
         dealloc_pd: Some(dealloc_pd::<T>),
         dealloc_ucontext: Some(dealloc_ucontext::<T>),
-        dereg_mr: Some(dereg_mr),
+        dereg_mr: Some(dereg_mr::<T>),
         destroy_cq: Some(destroy_cq),
         destroy_qp: Some(destroy_qp),
         disassociate_ucontext: Some(disassociate_ucontext::<T>),
@@ -403,7 +500,8 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         query_gid: Some(query_gid::<T>),
         query_pkey: Some(query_pkey::<T>),
         query_port: Some(query_port::<T>),
-        reg_user_mr: Some(reg_user_mr),
+        reg_user_mr: Some(reg_user_mr::<T>),
+        reg_user_mr_dmabuf: Some(reg_user_mr_dmabuf::<T>),
         req_notify_cq: Some(req_notify_cq),
         size_ib_cq: size_of::<b::ib_cq>(),
         size_ib_pd: const { object_size::<IbPd<T>>() },

@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory regions: `struct ib_mr` with the driver's [`Driver::Mr`] inside.
+//!
+//! Unlike PDs and contexts, ib_core does not allocate MRs (this kernel has no
+//! `size_ib_mr`): `reg_user_mr` returns the `ib_mr` it made. The binding allocates an
+//! [`IbMr`] (`KBox`), returns its `ib_mr` and frees it in `dereg_mr`, after dropping the
+//! driver's data.
+
+use core::mem::MaybeUninit;
+
+use super::{bindings as b, driver::Driver};
+
+/// The keys a registered MR answers to.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MrKeys {
+    /// The key local work requests name.
+    pub(crate) lkey: u32,
+    /// The key remote peers name.
+    pub(crate) rkey: u32,
+}
+
+/// An MR as the binding allocates it: the `ib_mr`, then the driver's data, initialised by
+/// `reg_user_mr` and dropped by `dereg_mr`.
+#[repr(C)]
+pub(super) struct IbMr<T: Driver> {
+    pub(super) ib: b::ib_mr,
+    pub(super) data: MaybeUninit<T::Mr>,
+}

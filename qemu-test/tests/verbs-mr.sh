@@ -1,0 +1,110 @@
+#!/bin/bash
+# VM test: MRs over user memory through libibverbs and the provider
+# (qemu-test/progs/verbs_mr.py): keys, the page size the NIC is given (4 KiB pages,
+# a hugetlbfs 2 MiB page, transparent huge pages), several MRs over one buffer,
+# access flags, RLIMIT_MEMLOCK for an ordinary user, a killed process's MRs, and an MR over
+# a dma-buf (udmabuf from a memfd). Last, the NIC's model dies under a process holding
+# MRs, which registers one more (CREATE_MR times out) and is then killed: neither the
+# create nor the destroys are acknowledged, so the pages stay pinned until unbind has
+# stopped the NIC (bus mastering off, since the dead NIC does not reset), then released.
+# nics: 1
+# debug: yes
+# run-args: --nic-args 0 "--log-level debug"
+set -euo pipefail
+fail() { echo "FAIL: $*"; exit 1; }
+P=/ordma/src/qemu-test/progs
+source $P/nic-control.sh
+mr() { python3 $P/verbs_mr.py "$@" || fail "verbs_mr.py $*"; }
+mrs() { nic_ctl 0 status | sed -n 's/.* mrs=\([0-9]*\).*/\1/p'; }
+# Pages pinned now (FOLL_PIN, what ib_umem_get takes). Other pins come and go (9p's
+# zero-copy I/O pins user buffers for a moment), so the checks allow SLACK pages; one MR of
+# the test's is 256 pages.
+pins() { awk '/^nr_foll_pin_acquired/ {a=$2} /^nr_foll_pin_released/ {r=$2} END {print a-r}' /proc/vmstat; }
+SLACK=64
+
+pinned0=$(pins)
+echo "pages pinned (FOLL_PIN) before: $pinned0"
+
+mr basic
+
+# One 2 MiB hugetlbfs page.
+echo 4 >/proc/sys/vm/nr_hugepages
+[ "$(cat /proc/sys/vm/nr_hugepages)" -ge 1 ] || fail "no 2 MiB huge pages reserved"
+mkdir -p /mnt/huge
+mount -t hugetlbfs -o pagesize=2M none /mnt/huge
+mr huge /mnt/huge
+rm -f /mnt/huge/mr
+umount /mnt/huge
+
+mr thp
+mr shared
+mr access
+
+# An ordinary user over RLIMIT_MEMLOCK (64 KiB) registering 1 MiB: ENOMEM.
+chmod 755 /root 2>/dev/null || true
+setpriv --reuid=nobody --regid=65534 --clear-groups --inh-caps=-all \
+	bash -c "ulimit -l 64 && exec python3 $P/verbs_mr.py memlock $((1 << 20))" ||
+	fail "the memlock check failed"
+
+# A process killed while holding 8 MRs of 1 MiB: nothing left on the NIC, nothing pinned.
+python3 $P/verbs_mr.py hold 8 >/tmp/hold.out 2>&1 &
+holder=$!
+for _ in $(seq 300); do grep -q holding /tmp/hold.out && break; sleep 0.1; done
+grep -q holding /tmp/hold.out || { cat /tmp/hold.out; fail "the MR holder did not start"; }
+during=$(mrs)
+pinned_during=$(pins)
+echo "held: $during MR(s) on the NIC, $((pinned_during - pinned0)) pages pinned"
+[ "$during" = 8 ] || fail "$during MR(s) on the NIC while 8 are held"
+[ $((pinned_during - pinned0)) -ge $((2048 - SLACK)) ] || fail "8 MiB held but only $((pinned_during - pinned0)) pages pinned"
+kill -KILL $holder
+wait $holder 2>/dev/null || true
+after=
+for _ in $(seq 100); do
+	after=$(mrs)
+	[ "$after" = 0 ] && break
+	sleep 0.1
+done
+pinned_after=$(pins)
+echo "after SIGKILL: $after MR(s) on the NIC, $((pinned_after - pinned0)) pages pinned"
+[ "$after" = 0 ] || fail "$after MR(s) left on the NIC after the process was killed"
+[ $((pinned_after - pinned0)) -le $SLACK ] || fail "$((pinned_after - pinned0)) page(s) still pinned"
+
+# A dma-buf MR: udmabuf over a memfd (ibv_reg_dmabuf_mr, ib_umem_dmabuf_get_pinned).
+[ -e /dev/udmabuf ] || fail "no /dev/udmabuf in the guest"
+mr dmabuf
+
+if dmesg | grep -E 'ordma.*(failed|error|leak)'; then
+	fail "errors in dmesg"
+fi
+echo "ok: no driver errors in dmesg"
+
+# The NIC dies under a process holding 4 MRs. The process registers one more: CREATE_MR
+# times out (ETIMEDOUT), the NIC may have the MR, so its memory stays pinned too. Then the
+# process is killed: its 4 DESTROY_MRs fail (the queue is known broken) and stay pinned.
+nic=0000:00:06.0
+D=/sys/bus/pci/drivers/ordma
+[ -e $D/$nic ] || fail "the NIC is not at $nic"
+rm -f /tmp/reg-now
+python3 $P/verbs_mr.py hold 4 --then-reg /tmp/reg-now >/tmp/hold.out 2>&1 &
+holder=$!
+for _ in $(seq 300); do grep -q holding /tmp/hold.out && break; sleep 0.1; done
+grep -q holding /tmp/hold.out || { cat /tmp/hold.out; fail "the MR holder did not start"; }
+kill_nic 0
+touch /tmp/reg-now
+for _ in $(seq 300); do grep -q '^reg ' /tmp/hold.out && break; sleep 0.1; done
+echo "registering on the dead NIC: $(grep '^reg ' /tmp/hold.out || echo 'no answer')"
+grep -q '^reg ETIMEDOUT ' /tmp/hold.out || fail "CREATE_MR on a NIC that does not answer: expected ETIMEDOUT"
+kill -KILL $holder
+wait $holder 2>/dev/null || true
+kept=$(($(pins) - pinned0))
+echo "NIC dead, holder killed: $kept pages still pinned"
+[ "$kept" -ge $((1280 - SLACK)) ] || fail "only $kept pages pinned: the memory of unacknowledged MRs was released"
+[ "$(dmesg | grep -c "DESTROY_MR 0x[0-9a-f]* failed .* stays pinned")" = 4 ] ||
+	fail "expected 4 MRs kept pinned in dmesg"
+timeout 120 sh -c "echo $nic >$D/unbind" || fail "unbind of the dead NIC failed or hung"
+dmesg | grep "ordma $nic" | tail -n 4
+dmesg | grep -q "released the memory of 5 MR(s)" || fail "the kept MRs were not released at unbind"
+released=$(($(pins) - pinned0))
+echo "after unbind: $released pages pinned"
+[ "$released" -le $SLACK ] || fail "$released page(s) still pinned after unbind"
+echo "PASS: verbs-mr"

@@ -1,0 +1,101 @@
+//! Memory regions: REG_MR (user memory, or a dma-buf) and DEREG_MR through the kernel. No
+//! driver data travels either way: the kernel answers with the keys in the core response.
+
+use core::ffi::{c_int, c_void};
+use core::mem::size_of;
+use core::ptr::{self, null_mut};
+
+use crate::{abi, set_errno, sys};
+
+/// # Safety
+///
+/// libibverbs calls this with one of our PDs; `addr..addr + length` is the caller's memory.
+pub(crate) unsafe extern "C" fn reg_mr(
+    pd: *mut sys::ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    hca_va: u64,
+    access: c_int,
+) -> *mut sys::ibv_mr {
+    let vmr = alloc_mr();
+    if vmr.is_null() {
+        return null_mut();
+    }
+    let mut cmd = abi::IbvRegMr::default();
+    let mut resp = sys::ib_uverbs_reg_mr_resp::default();
+    // SAFETY: `pd` is valid (contract), `vmr` ours; the buffers are ours and their sizes
+    // are theirs.
+    let r = unsafe {
+        abi::ibv_cmd_reg_mr(
+            pd,
+            addr,
+            length,
+            hca_va,
+            access,
+            vmr,
+            &mut cmd,
+            size_of::<abi::IbvRegMr>(),
+            &mut resp,
+            size_of::<sys::ib_uverbs_reg_mr_resp>(),
+        )
+    };
+    finish(vmr, r)
+}
+
+/// # Safety
+///
+/// libibverbs calls this with one of our PDs and a dma-buf file descriptor.
+pub(crate) unsafe extern "C" fn reg_dmabuf_mr(
+    pd: *mut sys::ibv_pd,
+    offset: u64,
+    length: usize,
+    iova: u64,
+    fd: c_int,
+    access: c_int,
+) -> *mut sys::ibv_mr {
+    let vmr = alloc_mr();
+    if vmr.is_null() {
+        return null_mut();
+    }
+    // SAFETY: `pd` is valid (contract), `vmr` ours; no driver attributes (null).
+    let r = unsafe {
+        abi::ibv_cmd_reg_dmabuf_mr(pd, offset, length, iova, fd, access, vmr, null_mut())
+    };
+    finish(vmr, r)
+}
+
+/// A zeroed `verbs_mr`, or null with `errno` set.
+fn alloc_mr() -> *mut abi::VerbsMr {
+    // SAFETY: calloc of a POD struct.
+    let vmr = unsafe { libc::calloc(1, size_of::<abi::VerbsMr>()) }.cast::<abi::VerbsMr>();
+    if vmr.is_null() {
+        set_errno(libc::ENOMEM);
+    }
+    vmr
+}
+
+/// The registered MR, or null with `errno` set to `r` (and `vmr` freed).
+fn finish(vmr: *mut abi::VerbsMr, r: c_int) -> *mut sys::ibv_mr {
+    if r != 0 {
+        // SAFETY: `vmr` came from calloc and nothing else holds it.
+        unsafe { libc::free(vmr.cast()) };
+        set_errno(r);
+        return null_mut();
+    }
+    // SAFETY: `vmr` is ours; `ibv_cmd_*` filled its `ibv_mr` (keys, handle, context).
+    unsafe { ptr::addr_of_mut!((*vmr).ibv_mr) }
+}
+
+/// # Safety
+///
+/// libibverbs calls this with an MR `reg_mr` or `reg_dmabuf_mr` returned.
+pub(crate) unsafe extern "C" fn dereg_mr(vmr: *mut abi::VerbsMr) -> c_int {
+    // SAFETY: `vmr` is valid (contract).
+    let r = unsafe { abi::ibv_cmd_dereg_mr(vmr) };
+    if r != 0 {
+        return r;
+    }
+    // SAFETY: `vmr` came from calloc in `alloc_mr`; this is its last use.
+    unsafe { libc::free(vmr.cast()) };
+    0
+}
