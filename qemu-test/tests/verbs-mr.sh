@@ -8,6 +8,7 @@
 # create nor the destroys are acknowledged, so the pages stay pinned until unbind has
 # stopped the NIC (bus mastering off, since the dead NIC does not reset), then released.
 # nics: 1
+# fresh-vm: yes
 # debug: yes
 # run-args: --nic-args 0 "--log-level debug"
 set -euo pipefail
