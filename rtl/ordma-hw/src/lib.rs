@@ -1,6 +1,6 @@
 //! The ordma NIC's hardware interface as a `no_std` crate for the model and host tests.
 //!
-//! The definitions live in [`defs`] (`src/defs.rs`), a dependency-free file that the
+//! The definitions live in [`defs`] (`src/defs/`), a dependency-free module that the
 //! kernel crate also compiles (with `#[path]`), so driver and model cannot drift apart.
 //! `Documentation/hardware.md` is the prose version.
 #![no_std]

@@ -2,14 +2,15 @@
 
 //! The NIC's hardware definitions, shared with the device model, and their kernel views.
 
-// The file is written as a crate's public API (the model uses it that way) and the driver
+// The files are written as a crate's public API (the model uses it that way) and the driver
 // uses only part of it; `allow` because which part changes with every feature.
 #[allow(
     unreachable_pub,
     dead_code,
+    unused_imports,
     reason = "shared definitions: public for the model, partly used here"
 )]
-#[path = "../../../../rtl/ordma-hw/src/defs.rs"]
+#[path = "../../../../rtl/ordma-hw/src/defs/mod.rs"]
 mod defs;
 
 pub(crate) use defs::*;
