@@ -1,33 +1,13 @@
 //! The engine against mock guest memory: admin queue, event queue, reset, bad input.
 
-use std::cell::RefCell;
+mod common;
 
+use common::{Irqs, BUF, CQ, EQ, LEN, SQ};
 use ordma_hw as hw;
 use ordma_model::engine::counters::Anomaly;
-use ordma_model::engine::{Interrupts, Nic, NicConfig};
+use ordma_model::engine::{Nic, NicConfig};
 use ordma_model::mem::{anonymous, Dma, GuestMemoryMmap};
 
-#[derive(Default)]
-struct Irqs(RefCell<Vec<u16>>);
-
-impl Interrupts for Irqs {
-    fn raise(&self, vector: u16) {
-        self.0.borrow_mut().push(vector);
-    }
-}
-
-impl Irqs {
-    fn take(&self) -> Vec<u16> {
-        std::mem::take(&mut self.0.borrow_mut())
-    }
-}
-
-const SQ: u64 = 0x10_0000;
-const CQ: u64 = 0x20_0000;
-const EQ: u64 = 0x30_0000;
-const BUF: u64 = 0x40_0000;
-/// Each region's length: half the distance, so no access runs from one into the next.
-const LEN: usize = 0x8_0000;
 const GUID: u64 = 0x0200_00ff_fe00_0042;
 
 struct Rig {

@@ -1,28 +1,15 @@
 //! The engine's verbs objects against mock guest memory: MRs and their page lists,
 //! translation, CQs and arming, QPs and the state machine, doorbell ownership, reset.
 
-use std::cell::RefCell;
+mod common;
 
+use common::{Irqs, BUF, CQ, EQ, LEN, SQ};
 use ordma_hw as hw;
 use ordma_model::engine::counters::Anomaly;
 use ordma_model::engine::mr::XlateError;
-use ordma_model::engine::{Interrupts, Nic, NicConfig};
+use ordma_model::engine::{Nic, NicConfig};
 use ordma_model::mem::{anonymous, Dma, GuestMemoryMmap};
 
-#[derive(Default)]
-struct Irqs(RefCell<Vec<u16>>);
-
-impl Interrupts for Irqs {
-    fn raise(&self, vector: u16) {
-        self.0.borrow_mut().push(vector);
-    }
-}
-
-const SQ: u64 = 0x10_0000;
-const CQ: u64 = 0x20_0000;
-const EQ: u64 = 0x30_0000;
-const BUF: u64 = 0x40_0000;
-const LEN: usize = 0x8_0000;
 /// Page tables (4 MiB).
 const PT: u64 = 0x100_0000;
 const PT_LEN: usize = 0x40_0000;
