@@ -22,7 +22,7 @@ use super::{
     pd::IbPd,
     ucontext::{IbUcontext, Mapping, MmapEntry, UserContext},
     udata::Udata,
-    umem::{Access, UserMemory},
+    umem::{Access, Source, UserMemory},
 };
 
 /// What `kzalloc` guarantees every allocation's alignment to be (`ARCH_KMALLOC_MINALIGN`,
@@ -367,7 +367,13 @@ unsafe extern "C" fn reg_user_mr<T: Driver>(
     // calling process, for this verb.
     unsafe {
         reg_mr::<T>(pd, udata, |ib| {
-            UserMemory::new(ib, start, len, virt, Access::from_raw(access))
+            UserMemory::new(
+                ib,
+                Source::Va { start },
+                len,
+                virt,
+                Access::from_raw(access),
+            )
         })
     }
 }
@@ -394,7 +400,8 @@ unsafe extern "C" fn reg_user_mr_dmabuf<T: Driver>(
     // calling process (which resolves `fd`), for this verb.
     unsafe {
         reg_mr::<T>(pd, udata, |ib| {
-            UserMemory::dmabuf(ib, fd, offset, len, virt, Access::from_raw(access))
+            let source = Source::DmaBuf { fd, offset };
+            UserMemory::new(ib, source, len, virt, Access::from_raw(access))
         })
     }
 }

@@ -63,7 +63,7 @@ impl core::ops::BitOr for Access {
 
 /// Where the memory of a user MR is.
 #[derive(Clone, Copy, Debug)]
-enum Source {
+pub(super) enum Source {
     /// The calling process's virtual addresses from `start` (`reg_user_mr`).
     Va { start: u64 },
     /// Offset `offset` of the dma-buf `fd` (`reg_user_mr_dmabuf`).
@@ -86,13 +86,16 @@ pub(crate) struct UserMemory<'a> {
 }
 
 impl UserMemory<'_> {
+    /// `length` bytes of `source`, seen by the device at `virt`, with `access`.
+    ///
     /// # Safety
     ///
     /// `ib` is a registered `ib_device`, valid for the lifetime chosen, and this is called
-    /// from one of its verbs, in the context of the process whose memory `start` names.
+    /// from one of its verbs, in the context of the process whose memory `source` names
+    /// (which also resolves a dma-buf's `fd`).
     pub(super) unsafe fn new(
         ib: NonNull<b::ib_device>,
-        start: u64,
+        source: Source,
         length: u64,
         virt: u64,
         access: Access,
@@ -100,31 +103,7 @@ impl UserMemory<'_> {
         // INVARIANT: the caller guarantees it.
         Self {
             ib,
-            source: Source::Va { start },
-            length,
-            virt,
-            access,
-            _p: PhantomData,
-        }
-    }
-
-    /// `length` bytes at `offset` of the dma-buf `fd`.
-    ///
-    /// # Safety
-    ///
-    /// As for [`UserMemory::new`]; `fd` is resolved in the calling process.
-    pub(super) unsafe fn dmabuf(
-        ib: NonNull<b::ib_device>,
-        fd: i32,
-        offset: u64,
-        length: u64,
-        virt: u64,
-        access: Access,
-    ) -> Self {
-        // INVARIANT: the caller guarantees it.
-        Self {
-            ib,
-            source: Source::DmaBuf { fd, offset },
+            source,
             length,
             virt,
             access,
