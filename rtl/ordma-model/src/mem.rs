@@ -55,6 +55,31 @@ pub trait Dma {
     /// [`DmaError`] if any byte of the range is not mapped (nothing is written then).
     fn dma_write(&self, addr: u64, data: &[u8]) -> Result<(), DmaError>;
 
+    /// Writes a ring entry whose byte `owner` holds its phase (ownership) bit: every other
+    /// byte first, then, after a release fence, that byte, so a consumer that sees the new
+    /// phase and then reads the rest sees the whole entry (`hardware.md`, "Admin queue").
+    ///
+    /// # Errors
+    ///
+    /// [`DmaError`] if any byte of the range is not mapped (nothing is written then).
+    fn dma_write_entry(&self, addr: u64, entry: &[u8], owner: usize) -> Result<(), DmaError> {
+        let err = DmaError {
+            addr,
+            len: entry.len(),
+        };
+        let len = u64::try_from(entry.len()).map_err(|_| err)?;
+        if owner >= entry.len() || !self.reachable(addr, len) {
+            return Err(err);
+        }
+        let (head, rest) = entry.split_at(owner);
+        let (flags, tail) = rest.split_at(1);
+        // `owner < entry.len()`, so these offsets are within the checked range.
+        self.dma_write(addr, head)?;
+        self.dma_write(addr + owner as u64 + 1, tail)?;
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        self.dma_write(addr + owner as u64, flags)
+    }
+
     /// Whether the whole range `[addr, addr + len)` is mapped.
     fn reachable(&self, addr: u64, len: u64) -> bool;
 }

@@ -10,7 +10,10 @@ use kernel::{
     irq::{self, IrqReturn},
     new_condvar, new_mutex, new_spinlock_irq,
     prelude::*,
-    sync::{Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLockIrq},
+    sync::{
+        barrier::{dma_mb, Read},
+        Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLockIrq,
+    },
     time::{delay::fsleep, msecs_to_jiffies, Delta, Instant, Monotonic},
 };
 
@@ -102,13 +105,19 @@ impl AdminQueue {
         self.done.notify_all();
     }
 
-    /// The completion in slot `head`, if the NIC has written it.
+    /// The completion in slot `head`, if the NIC has written it: its phase first, then,
+    /// after a read barrier, the whole entry again (the NIC writes the phase byte last).
     fn completion(&self, head: u16) -> Option<hw::AdminCompletion> {
         let slot = usize::from(head % AQ_DEPTH);
         // PANIC: `slot < AQ_DEPTH`, the ring's length.
         let raw: [u8; hw::AQ_CQE_SIZE] = io_project!(self.cq, [panic: slot]).copy_read();
-        let c = hw::AdminCompletion::decode(&raw);
-        (c.phase == hw::phase(head, AQ_DEPTH)).then_some(c)
+        if hw::AdminCompletion::decode(&raw).phase != hw::phase(head, AQ_DEPTH) {
+            return None;
+        }
+        dma_mb(Read);
+        // PANIC: as above.
+        let raw: [u8; hw::AQ_CQE_SIZE] = io_project!(self.cq, [panic: slot]).copy_read();
+        Some(hw::AdminCompletion::decode(&raw))
     }
 
     /// Runs one command: writes it, rings the doorbell, waits for its completion.

@@ -10,7 +10,10 @@ use kernel::{
     irq::{self, IrqReturn},
     new_spinlock_irq,
     prelude::*,
-    sync::{Arc, SpinLockIrq},
+    sync::{
+        barrier::{dma_mb, Read},
+        Arc, SpinLockIrq,
+    },
 };
 
 use crate::{hw, nic::Nic};
@@ -110,6 +113,10 @@ impl irq::Handler for EventIrq<'_> {
             if e.phase != hw::phase(*cons, EQ_DEPTH) {
                 break;
             }
+            // The NIC writes the phase byte last: read the rest only after seeing it.
+            dma_mb(Read);
+            // PANIC: as above.
+            let e = hw::Event::decode(&io_project!(nic.eq.ring, [panic: slot]).copy_read());
             nic.handle_event(&e);
             *cons = cons.wrapping_add(1);
             seen += 1;

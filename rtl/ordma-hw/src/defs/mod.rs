@@ -194,6 +194,11 @@ fn put(b: &mut [u8], off: usize, v: &[u8]) -> bool {
     }
 }
 
+/// Offset of the flags byte (phase bit) in an admin CQ entry: the NIC writes it last.
+pub const AQ_CQE_FLAGS_OFFSET: usize = 6;
+/// Offset of the flags byte (phase bit) in an event queue entry: the NIC writes it last.
+pub const EQE_FLAGS_OFFSET: usize = 1;
+
 /// The phase bit of free-running ring slot `index` in a ring of `depth` entries (a power of
 /// two dividing 2^16): 1 on the first pass, flipped on each wrap. Producers write it,
 /// consumers treat an entry as new when its phase is this.

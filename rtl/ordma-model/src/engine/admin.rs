@@ -113,7 +113,10 @@ impl Nic {
                 result,
             };
             let caddr = aq.cq_base + u64::from(aq.cq_tail % aq.depth) * hw::AQ_CQE_SIZE as u64;
-            if gated.dma_write(caddr, &c.encode()).is_err() {
+            if gated
+                .dma_write_entry(caddr, &c.encode(), hw::AQ_CQE_FLAGS_OFFSET)
+                .is_err()
+            {
                 return self.admin_dma_failed(caddr, mem, irq);
             }
             aq.sq_head = aq.sq_head.wrapping_add(1);

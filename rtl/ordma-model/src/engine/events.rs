@@ -81,7 +81,10 @@ impl Nic {
             data2,
         };
         let addr = eq.base + u64::from(eq.prod % eq.depth) * hw::EQE_SIZE as u64;
-        if mem.dma_write(addr, &e.encode()).is_err() {
+        if mem
+            .dma_write_entry(addr, &e.encode(), hw::EQE_FLAGS_OFFSET)
+            .is_err()
+        {
             // The event queue itself is gone: stop, without an event to tell.
             self.eq = None;
             self.error = hw::ERR_QUEUE_DMA;
