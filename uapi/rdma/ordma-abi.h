@@ -40,4 +40,43 @@ struct ordma_ibv_alloc_pd_resp {
 	__u32 pdn;		/* the NIC's PD number */
 };
 
+/*
+ * Driver data of IB_USER_VERBS_CMD_CREATE_CQ (and UVERBS_METHOD_CQ_CREATE). The provider
+ * allocates the ring and the doorbell record in its own memory; the kernel pins both.
+ */
+struct ordma_ibv_create_cq_cmd {
+	__u32 comp_mask;	/* no bits defined yet: must be 0 */
+	__u8 log_depth;		/* the ring holds 2^log_depth CQEs (1..15), >= the cqe asked */
+	__u8 log_cqe_size;	/* CQE size: 5 (32 bytes) or 6 (64 bytes) */
+	__u16 reserved_06;	/* must be 0 */
+	__aligned_u64 buf_addr;	/* the ring: page aligned, 2^(log_depth + log_cqe_size) bytes */
+	__aligned_u64 db_addr;	/* the CQ's doorbell record: 8 bytes, 8-byte aligned */
+};
+
+struct ordma_ibv_create_cq_resp {
+	__u32 comp_mask;	/* no bits defined yet: 0 */
+	__u32 cqn;		/* the NIC's CQ number, for the CQ's doorbells */
+};
+
+/*
+ * Driver data of IB_USER_VERBS_CMD_CREATE_QP (RC). The provider sizes and allocates the
+ * send and receive rings; the kernel checks them against the capabilities asked for and
+ * the device's limits, pins them and answers the capabilities they hold in the core
+ * response. A QP without a receive queue (max_recv_wr 0) has every rq_* field 0.
+ */
+struct ordma_ibv_create_qp_cmd {
+	__u32 comp_mask;	/* no bits defined yet: must be 0 */
+	__u8 sq_log_depth;	/* the SQ holds 2^sq_log_depth WQEs (0..15) */
+	__u8 sq_log_wqe_size;	/* send WQE size: 6 (64 bytes) .. 10 (1 KiB) */
+	__u8 rq_log_depth;	/* the RQ holds 2^rq_log_depth WQEs (0..15) */
+	__u8 rq_log_wqe_size;	/* receive WQE size: 6..10 */
+	__aligned_u64 sq_buf_addr; /* the SQ ring: page aligned, 2^(log_depth + log_wqe_size) bytes */
+	__aligned_u64 rq_buf_addr; /* the RQ ring, likewise; 0 without an RQ */
+};
+
+struct ordma_ibv_create_qp_resp {
+	__u32 comp_mask;	/* no bits defined yet: 0 */
+	__u32 qpn;		/* the NIC's QP number (also the core response's), for doorbells */
+};
+
 #endif /* ORDMA_ABI_USER_H */
