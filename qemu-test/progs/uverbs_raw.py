@@ -137,7 +137,7 @@ def create_cq_checks(fd):
     cqns = [c for _, c in cqs]
     if len(set(cqns)) != len(cqns):
         fail(f"CQ numbers not distinct: {cqns}")
-    ok(f"CREATE_CQ x3 (one ring and record shared, pinned once each): cqe = ring depth, CQNs {cqns}")
+    ok(f"CREATE_CQ x3 over one ring and record (each pins them): cqe = ring depth, CQNs {cqns}")
     for handle, _ in cqs:
         e, _ = command(fd, DESTROY_CQ, struct.pack("<QII", 0, handle, 0), 8)
         if e:
