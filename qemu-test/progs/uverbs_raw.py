@@ -19,6 +19,11 @@ Checks, each with the exact errno Documentation/uapi.md promises:
                does not have, a ring not page aligned, a misaligned doorbell record ->
                EINVAL; an unmapped ring -> EFAULT; a good request -> cqe rounded up to the
                ring's depth and the CQN; DESTROY_CQ frees it
+  CREATE_QP    (RC) short request -> EINVAL; unknown comp_mask bits -> EOPNOTSUPP; rings
+               too shallow or with WQEs too small for the capabilities asked, capabilities
+               beyond the device's, an RQ described without receive WRs -> EINVAL; UD ->
+               EOPNOTSUPP; a good request -> the capabilities the rings hold and the QPN in
+               both responses; DESTROY_QP frees it
   doorbells    63 user pages: the 64th context gets ENOMEM; closing one frees its page
 Prints one line per check; exits non-zero on the first failure.
 """
@@ -30,12 +35,18 @@ import struct
 import sys
 
 # ib_user_verbs.h command numbers
-GET_CONTEXT, ALLOC_PD, DEALLOC_PD, CREATE_CQ, DESTROY_CQ = 0, 3, 4, 18, 20
+GET_CONTEXT, ALLOC_PD, DEALLOC_PD, CREATE_CQ, DESTROY_CQ, CREATE_QP, DESTROY_QP = 0, 3, 4, 18, 20, 24, 27
 # uapi/rdma/ordma-abi.h
 UCTX_RESP = struct.Struct("<IIQII")  # comp_mask, db_page_index, db_mmap_key, db_page_size, reserved_14
 PD_RESP = struct.Struct("<II")  # comp_mask, pdn
 CQ_CMD = struct.Struct("<IBBHQQ")  # comp_mask, log_depth, log_cqe_size, reserved_06, buf_addr, db_addr
 CQ_RESP = struct.Struct("<II")  # comp_mask, cqn
+QP_CMD = struct.Struct("<IBBBBQQ")  # comp_mask, sq/rq log depth and log WQE size, sq/rq buf_addr
+QP_RESP = struct.Struct("<II")  # comp_mask, qpn
+# ib_uverbs_create_qp_resp: qp_handle, qpn, max_send_wr, max_recv_wr, max_send_sge,
+# max_recv_sge, max_inline_data, reserved
+QP_CORE_RESP = struct.Struct("<8I")
+QPT_RC, QPT_UD = 2, 4
 DB_PAGES = 64
 
 checks = 0
@@ -143,6 +154,82 @@ def create_cq_checks(fd):
         if e:
             fail(f"DESTROY_CQ {handle}: errno {e}")
     ok("DESTROY_CQ x3")
+    create_qp_checks(fd, ring_addr, rec_addr)
+
+
+def create_qp(fd, pd, cq, caps, drv, qp_type=QPT_RC):
+    """CREATE_QP (ib_uverbs_create_qp) on PD handle `pd` with CQ handle `cq` for both
+    queues, capabilities `caps` (send_wr, recv_wr, send_sge, recv_sge, inline); returns
+    (errno, core response fields, driver response fields)."""
+    core = struct.pack("<QQIIII5IBBBB", 0, 0, pd, cq, cq, 0, *caps, 0, qp_type, 0, 0)
+    e, raw = command(fd, CREATE_QP, core + drv, QP_CORE_RESP.size + QP_RESP.size)
+    return e, QP_CORE_RESP.unpack_from(raw, 0), QP_RESP.unpack_from(raw, QP_CORE_RESP.size)
+
+
+def create_qp_checks(fd, _ring, _rec):
+    e, raw = command(fd, ALLOC_PD, b"\0" * 8, 4 + PD_RESP.size)
+    if e:
+        fail(f"ALLOC_PD: errno {e}")
+    pd, = struct.unpack_from("<I", raw, 0)
+    ring = mmap.mmap(-1, 4096)
+    rec = mmap.mmap(-1, 4096)
+    ring_addr = ctypes.addressof(ctypes.c_char.from_buffer(ring))
+    rec_addr = ctypes.addressof(ctypes.c_char.from_buffer(rec))
+    e, _, cq, _ = create_cq(fd, 16, CQ_CMD.pack(0, 4, 5, 0, ring_addr, rec_addr))
+    if e:
+        fail(f"CREATE_CQ for the QPs: errno {e}")
+    sq = mmap.mmap(-1, 64 * 1024)
+    rq = mmap.mmap(-1, 64 * 1024)
+    sq_addr = ctypes.addressof(ctypes.c_char.from_buffer(sq))
+    rq_addr = ctypes.addressof(ctypes.c_char.from_buffer(rq))
+
+    def drv(sq_d=4, sq_w=7, rq_d=4, rq_w=6, sqb=sq_addr, rqb=rq_addr, comp_mask=0):
+        return QP_CMD.pack(comp_mask, sq_d, sq_w, rq_d, rq_w, sqb, rqb)
+
+    caps = (16, 16, 4, 2, 64)  # send_wr, recv_wr, send_sge, recv_sge, inline
+    for what, c, data, want, qpt in [
+        ("CREATE_QP with a short driver request", caps, drv()[:8], errno.EINVAL, QPT_RC),
+        ("CREATE_QP with comp_mask 1", caps, drv(comp_mask=1), errno.EOPNOTSUPP, QPT_RC),
+        ("CREATE_QP of 16 send WRs in an SQ of 8", caps, drv(sq_d=3), errno.EINVAL, QPT_RC),
+        ("CREATE_QP of 16 receive WRs in an RQ of 8", caps, drv(rq_d=3), errno.EINVAL, QPT_RC),
+        ("CREATE_QP with 64-byte send WQEs for 4 SGEs (needs 96)", caps, drv(sq_w=6), errno.EINVAL, QPT_RC),
+        ("CREATE_QP with 64-byte send WQEs for 64 inline bytes (needs 96)", (16, 16, 1, 2, 64), drv(sq_w=6), errno.EINVAL, QPT_RC),
+        ("CREATE_QP with 2 KiB WQEs", caps, drv(sq_w=11), errno.EINVAL, QPT_RC),
+        ("CREATE_QP with max_send_sge beyond the device's 16", (16, 16, 17, 2, 0), drv(sq_w=10), errno.EINVAL, QPT_RC),
+        ("CREATE_QP with 993 inline bytes (beyond 1 KiB WQEs)", (16, 16, 1, 2, 993), drv(sq_w=10), errno.EINVAL, QPT_RC),
+        ("CREATE_QP with max_send_wr beyond the device's 4096", (4097, 16, 1, 1, 0), drv(sq_d=13), errno.EINVAL, QPT_RC),
+        ("CREATE_QP with an RQ but no receive WRs", (16, 0, 1, 0, 0), drv(), errno.EINVAL, QPT_RC),
+        ("CREATE_QP with an SQ ring not page aligned", caps, drv(sqb=sq_addr + 64), errno.EINVAL, QPT_RC),
+        ("CREATE_QP of type UD", caps, drv(), errno.EOPNOTSUPP, QPT_UD),
+    ]:
+        e, _, _ = create_qp(fd, pd, cq, c, data, qpt)
+        expect_errno(what, e, want)
+    qps = []
+    for c, data, want in [
+        # 16 x 128-byte send WQEs: 6 SGEs, 96 inline bytes; 16 x 64-byte receive WQEs: 3 SGEs.
+        (caps, drv(), (16, 16, 6, 3, 96)),
+        # Send only: no RQ.
+        ((5, 0, 1, 0, 0), drv(sq_d=3, sq_w=6, rq_d=0, rq_w=0, rqb=0), (8, 0, 2, 0, 32)),
+    ]:
+        e, core, (cm, qpn) = create_qp(fd, pd, cq, c, data)
+        if e:
+            fail(f"CREATE_QP with capabilities {c}: errno {errno.errorcode.get(e, e)}")
+        handle, core_qpn, *got = core[:7]
+        if tuple(got) != want or core_qpn != qpn or cm != 0 or qpn < 2:
+            fail(f"CREATE_QP {c}: capabilities {tuple(got)} (expected {want}), QPN {core_qpn}/{qpn}")
+        qps.append(handle)
+        ok(f"CREATE_QP asking {c}: QPN {qpn}, capabilities {want}")
+    for handle in qps:
+        e, _ = command(fd, DESTROY_QP, struct.pack("<QII", 0, handle, 0), 4)
+        if e:
+            fail(f"DESTROY_QP {handle}: errno {e}")
+    ok("DESTROY_QP x2")
+    e, _ = command(fd, DESTROY_CQ, struct.pack("<QII", 0, cq, 0), 8)
+    if e:
+        fail(f"DESTROY_CQ after its QPs: errno {e}")
+    e, _ = command(fd, DEALLOC_PD, struct.pack("<II", pd, 0), 0)
+    if e:
+        fail(f"DEALLOC_PD after its QPs: errno {e}")
 
 
 def main():

@@ -21,12 +21,15 @@ echo "$page" | grep -qx '[0-9]\+' || fail "no doorbell page reported"
 grep "doorbell write" /ordma/results/nic0.log || true
 grep -q "doorbell write.*page=$page offset=16 len=4" /ordma/results/nic0.log \
 	|| fail "the model did not see the doorbell write on page $page"
-# Only the three good CQs reached the NIC, on the context's page, and all are gone.
+# Only the good CQs (3, and 1 for the QPs) and QPs reached the NIC, on the context's page,
+# and all are gone.
 created=$(grep -c "CQ created cqn=[0-9]* db_page=$page\$" /ordma/results/nic0.log || true)
-[ "$created" = 3 ] || fail "the NIC saw $created CQs created on page $page, expected 3"
-[ "$(grep -c "CQ created" /ordma/results/nic0.log)" = 3 ] || fail "a refused CREATE_CQ reached the NIC"
+[ "$created" = 4 ] || fail "the NIC saw $created CQs created on page $page, expected 4"
+[ "$(grep -c "CQ created" /ordma/results/nic0.log)" = 4 ] || fail "a refused CREATE_CQ reached the NIC"
+[ "$(grep -c "QP created qpn=[0-9]* db_page=$page\$" /ordma/results/nic0.log)" = 2 ] ||
+	fail "the NIC did not see exactly the 2 good QPs created on page $page"
 status=$(nic_ctl 0 status) || fail "status: $status"
 echo "NIC 0: $status"
-echo "$status" | grep -q " cqs=0 " || fail "CQs left on the NIC: $status"
+echo "$status" | grep -q " pds=0 mrs=0 cqs=0 qps=0 " || fail "objects left on the NIC: $status"
 rmmod ordma
 echo "PASS: uverbs-udata"
