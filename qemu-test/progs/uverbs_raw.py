@@ -3,6 +3,9 @@
 interface, with sizes and contents libibverbs would never send.
 
 Usage: uverbs_raw.py IBDEV   (e.g. ordma0)
+       uverbs_raw.py --limits IBDEV PDS CQS QPS MRS
+         (a NIC whose model reports these limits: each object can be made exactly that
+         many times, the next one gets ENOMEM, and freeing one makes room again)
 
 Checks, each with the exact errno Documentation/uapi.md promises:
   GET_CONTEXT  no or short driver request (below ABI version 1's 4 bytes) -> EINVAL; 4
@@ -35,7 +38,8 @@ import struct
 import sys
 
 # ib_user_verbs.h command numbers
-GET_CONTEXT, ALLOC_PD, DEALLOC_PD, CREATE_CQ, DESTROY_CQ, CREATE_QP, DESTROY_QP = 0, 3, 4, 18, 20, 24, 27
+GET_CONTEXT, ALLOC_PD, DEALLOC_PD, REG_MR, DEREG_MR = 0, 3, 4, 9, 13
+CREATE_CQ, DESTROY_CQ, CREATE_QP, DESTROY_QP = 18, 20, 24, 27
 # uapi/rdma/ordma-abi.h
 UCTX_RESP = struct.Struct("<IIQII")  # comp_mask, db_page_index, db_mmap_key, db_page_size, reserved_14
 PD_RESP = struct.Struct("<II")  # comp_mask, pdn
@@ -82,8 +86,8 @@ def command(fd, cmd, payload, out_len):
     resp = ctypes.create_string_buffer(b"\xa5" * (out_len + 64))
     addr = ctypes.addressof(resp)
     # The core request starts with the response pointer (every command here has one,
-    # except DEALLOC_PD).
-    if cmd not in (DEALLOC_PD,):
+    # except DEALLOC_PD and DEREG_MR).
+    if cmd not in (DEALLOC_PD, DEREG_MR):
         payload = struct.pack("<Q", addr) + payload[8:]
     hdr = struct.pack("<IHH", cmd, (8 + len(payload)) // 4, out_len // 4)
     try:
@@ -232,6 +236,98 @@ def create_qp_checks(fd, _ring, _rec):
         fail(f"DEALLOC_PD after its QPs: errno {e}")
 
 
+def fill(what, make, limit, free):
+    """Makes objects with `make()` (returns (errno, handle)) until one fails: exactly
+    `limit` must succeed and the next get ENOMEM; freeing one (`free(handle)`) makes room
+    for one more. Returns the handles."""
+    handles = []
+    while len(handles) <= limit:
+        e, h = make()
+        if e:
+            break
+        handles.append(h)
+    if len(handles) != limit:
+        fail(f"{len(handles)} {what}s made, the NIC's limit is {limit}")
+    expect_errno(f"{what} {limit + 1} (the NIC's limit is {limit})", e, errno.ENOMEM)
+    free(handles.pop())
+    e, h = make()
+    if e:
+        fail(f"no {what} after one was freed: errno {e}")
+    handles.append(h)
+    ok(f"a freed {what}'s room is reused")
+    return handles
+
+
+def limits(ibdev, pds, cqs, qps, mrs):
+    fd = os.open(uverbs_path(ibdev), os.O_RDWR)
+    e, _ = get_context(fd, struct.pack("<II", 0, 0))
+    if e:
+        fail(f"GET_CONTEXT: errno {e}")
+
+    def alloc_pd():
+        e, raw = command(fd, ALLOC_PD, b"\0" * 8, 4 + PD_RESP.size)
+        return e, struct.unpack_from("<I", raw, 0)[0]
+
+    def done(what, e):
+        if e:
+            fail(f"{what}: errno {errno.errorcode.get(e, e)}")
+
+    def free_pd(h):
+        done("DEALLOC_PD", command(fd, DEALLOC_PD, struct.pack("<II", h, 0), 0)[0])
+
+    pd_handles = fill("PD", alloc_pd, pds, free_pd)
+    pd = pd_handles[0]
+    bufs = []
+
+    def page_addr(n=1):
+        m = mmap.mmap(-1, 4096 * n)
+        bufs.append(m)
+        return ctypes.addressof(ctypes.c_char.from_buffer(m))
+
+    def create():
+        e, _, h, _ = create_cq(fd, 2, CQ_CMD.pack(0, 1, 5, 0, page_addr(), page_addr()))
+        return e, h
+
+    def destroy_cq(h):
+        done("DESTROY_CQ", command(fd, DESTROY_CQ, struct.pack("<QII", 0, h, 0), 8)[0])
+
+    cq_handles = fill("CQ", create, cqs, destroy_cq)
+    cq = cq_handles[0]
+
+    def make_qp():
+        drv = QP_CMD.pack(0, 0, 6, 0, 6, page_addr(), page_addr())
+        e, core, _ = create_qp(fd, pd, cq, (1, 1, 1, 1, 0), drv)
+        return e, core[0]
+
+    def destroy_qp(h):
+        done("DESTROY_QP", command(fd, DESTROY_QP, struct.pack("<QII", 0, h, 0), 4)[0])
+
+    qp_handles = fill("QP", make_qp, qps, destroy_qp)
+    mem = page_addr(16)
+
+    def reg_mr():
+        # ib_uverbs_reg_mr: response, start, length, hca_va, pd_handle, access_flags;
+        # response: mr_handle, lkey, rkey (and 4 bytes to keep whole words).
+        req = struct.pack("<QQQQII", 0, mem, 4096, mem, pd, 1)
+        e, raw = command(fd, REG_MR, req, 16)
+        return e, struct.unpack_from("<I", raw, 0)[0]
+
+    def dereg_mr(h):
+        done("DEREG_MR", command(fd, DEREG_MR, struct.pack("<I", h), 0)[0])
+
+    mr_handles = fill("MR", reg_mr, mrs, dereg_mr)
+    for h in qp_handles:
+        destroy_qp(h)
+    for h in cq_handles:
+        destroy_cq(h)
+    for h in mr_handles:
+        dereg_mr(h)
+    for h in pd_handles:
+        free_pd(h)
+    os.close(fd)
+    print(f"PASS: {checks} checks")
+
+
 def main():
     dev = uverbs_path(sys.argv[1])
     good = struct.pack("<II", 0, 0)
@@ -354,4 +450,7 @@ def main():
     print(f"PASS: {checks} checks")
 
 
-main()
+if sys.argv[1] == "--limits":
+    limits(sys.argv[2], *map(int, sys.argv[3:7]))
+else:
+    main()

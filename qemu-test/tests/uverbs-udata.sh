@@ -8,7 +8,7 @@
 # Uses ordma0 only; NIC 1 is verbs-provider's, so the tests share one boot in make test.
 # nics: 2
 # run-args: --nic-args 0 "--log-level debug"
-# run-args: --nic-args 1 "--attr max_qp=77 --attr max_pd=4"
+# run-args: --nic-args 1 "--attr max_qp=77 --attr max_pd=4 --attr max_cq=5 --attr max_mr=6"
 # debug: yes
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
@@ -31,5 +31,13 @@ created=$(grep -c "CQ created cqn=[0-9]* db_page=$page\$" /ordma/results/nic0.lo
 status=$(nic_ctl 0 status) || fail "status: $status"
 echo "NIC 0: $status"
 echo "$status" | grep -q " pds=0 mrs=0 cqs=0 qps=0 " || fail "objects left on the NIC: $status"
+# Object limits (NIC 1's model reports max_pd 4, max_cq 5, max_qp 77, max_mr 6): exactly
+# that many of each, then ENOMEM, and a freed one's room is reused.
+out=$(python3 /ordma/src/qemu-test/progs/uverbs_raw.py --limits ordma1 4 5 77 6) ||
+	{ echo "$out"; fail "limits on ordma1"; }
+echo "$out"
+status=$(nic_ctl 1 status) || fail "status: $status"
+echo "NIC 1: $status"
+echo "$status" | grep -q " pds=0 mrs=0 cqs=0 qps=0 " || fail "objects left on NIC 1: $status"
 rmmod ordma
 echo "PASS: uverbs-udata"
