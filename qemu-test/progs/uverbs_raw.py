@@ -31,6 +31,9 @@ Checks, each with the exact errno Documentation/uapi.md promises:
                beyond the device's, an RQ described without receive WRs -> EINVAL; UD ->
                EOPNOTSUPP; a good request -> the capabilities the rings hold and the QPN in
                both responses; DESTROY_QP frees it
+  ownership    a CQ arm doorbell for another context's CQ, written on this context's
+               page, is the NIC's to ignore (the shell checks its foreign_doorbells count);
+               the same on the owner's page is taken
   doorbells    63 user pages: the 64th context gets ENOMEM; closing one frees its page
 Prints one line per check; exits non-zero on the first failure.
 """
@@ -120,6 +123,42 @@ def create_cq(fd, cqe, drv):
     handle, got_cqe = struct.unpack_from("<II", raw, 0)
     _, cqn = CQ_RESP.unpack_from(raw, 8)
     return e, got_cqe, handle, cqn
+
+
+def store32(m, off, value):
+    """One 32-bit store into mapping `m` (a doorbell write)."""
+    word = ctypes.c_uint32.from_buffer(m, off)
+    word.value = value
+    del word  # releases the mapping for close()
+
+
+def foreign_doorbell(dev, db):
+    """Another context's CQ, armed from this context's doorbell page `db` (ignored by the
+    NIC) and then from its own (taken)."""
+    fd2 = os.open(dev, os.O_RDWR)
+    e, raw = get_context(fd2, struct.pack("<II", 0, 0))
+    if e:
+        fail(f"second GET_CONTEXT: errno {e}")
+    _, page2, key2, _, _ = UCTX_RESP.unpack_from(raw, 8)
+    db2 = mmap.mmap(fd2, 4096, flags=mmap.MAP_SHARED, prot=mmap.PROT_WRITE, offset=key2)
+    ring = mmap.mmap(-1, 4096)
+    rec = mmap.mmap(-1, 4096)
+    e, _, handle, cqn = create_cq(fd2, 2, CQ_CMD.pack(
+        0, 1, 5, 0, ctypes.addressof(ctypes.c_char.from_buffer(ring)),
+        ctypes.addressof(ctypes.c_char.from_buffer(rec))))
+    if e:
+        fail(f"CREATE_CQ on the second context: errno {e}")
+    # One 32-bit store each (a slice assignment is a memcpy, which for 4 bytes may store
+    # twice).
+    store32(db, 0x8, cqn << 16)
+    store32(db2, 0x8, cqn << 16)
+    ok(f"CQ {cqn} of the context on page {page2} armed from another context's page, then its own")
+    print(f"foreign-cq {cqn}")
+    e, _ = command(fd2, DESTROY_CQ, struct.pack("<QII", 0, handle, 0), 8)
+    if e:
+        fail(f"DESTROY_CQ on the second context: errno {e}")
+    db2.close()
+    os.close(fd2)
 
 
 def create_cq_checks(fd):
@@ -393,7 +432,7 @@ def main():
             expect_errno(what, e.errno, want)
     db = mmap.mmap(fd, 4096, flags=mmap.MAP_SHARED, prot=mmap.PROT_WRITE, offset=key)
     # A doorbell write reaches the NIC at this context's page (the model logs it).
-    db[0x10:0x14] = struct.pack("<I", 0x600D0000 | page)
+    store32(db, 0x10, 0x600D0000 | page)
     ok(f"mmap of the doorbell page, write 0x{0x600D0000 | page:x} at offset 0x10")
     print(f"doorbell-page {page}")
 
@@ -428,6 +467,7 @@ def main():
     e, _ = command(fd, DEALLOC_PD, struct.pack("<II", pds[0][0], 0), 0)
     expect_errno("DEALLOC_PD of a freed handle (ib_core: no such object)", e, errno.ENOENT)
     create_cq_checks(fd)
+    foreign_doorbell(dev, db)
     db.close()
     os.close(fd)
 
