@@ -3,6 +3,10 @@
 interface, with sizes and contents libibverbs would never send.
 
 Usage: uverbs_raw.py IBDEV   (e.g. ordma0)
+       uverbs_raw.py --hold IBDEV
+         (makes a PD, a CQ of 32768 entries (a 256-page ring and a 1-page record) and a
+         QP with 256-page send and receive rings: 769 pages pinned; prints "holding",
+         then sleeps until killed)
        uverbs_raw.py --limits IBDEV PDS CQS QPS MRS
          (a NIC whose model reports these limits: each object can be made exactly that
          many times, the next one gets ENOMEM, and freeing one makes room again)
@@ -36,6 +40,7 @@ import mmap
 import os
 import struct
 import sys
+import time
 
 # ib_user_verbs.h command numbers
 GET_CONTEXT, ALLOC_PD, DEALLOC_PD, REG_MR, DEREG_MR = 0, 3, 4, 9, 13
@@ -450,7 +455,31 @@ def main():
     print(f"PASS: {checks} checks")
 
 
-if sys.argv[1] == "--limits":
+def hold(ibdev):
+    fd = os.open(uverbs_path(ibdev), os.O_RDWR)
+    e, _ = get_context(fd, struct.pack("<II", 0, 0))
+    if e:
+        fail(f"GET_CONTEXT: errno {e}")
+    e, raw = command(fd, ALLOC_PD, b"\0" * 8, 4 + PD_RESP.size)
+    if e:
+        fail(f"ALLOC_PD: errno {e}")
+    pd, = struct.unpack_from("<I", raw, 0)
+    bufs = [mmap.mmap(-1, 1 << 20) for _ in range(3)] + [mmap.mmap(-1, 4096)]
+    ring, sq, rq, rec = (ctypes.addressof(ctypes.c_char.from_buffer(b)) for b in bufs)
+    e, _, cq, _ = create_cq(fd, 32768, CQ_CMD.pack(0, 15, 5, 0, ring, rec))
+    if e:
+        fail(f"CREATE_CQ: errno {e}")
+    e, _, _ = create_qp(fd, pd, cq, (4096, 4096, 1, 1, 0), QP_CMD.pack(0, 12, 8, 12, 8, sq, rq))
+    if e:
+        fail(f"CREATE_QP: errno {e}")
+    print("holding", flush=True)
+    while True:
+        time.sleep(60)
+
+
+if sys.argv[1] == "--hold":
+    hold(sys.argv[2])
+elif sys.argv[1] == "--limits":
     limits(sys.argv[2], *map(int, sys.argv[3:7]))
 else:
     main()
