@@ -49,8 +49,16 @@ check "no QEMU or NIC model left after timeout" "" "$(left_of "$ID-timeout")"
 # reaches the NIC models (debug lines in their logs).
 rc=0; "$RUN" --results "$OUT/splat" -- sh -c 'echo "WARNING: ordma harness self-test" >/dev/kmsg' >/dev/null 2>&1 || rc=$?
 check "a kernel WARNING fails a passing command with 126" 126 "$rc"
-rc=0; "$RUN" --results "$OUT/hung" -- sh -c 'echo "INFO: task ordma-selftest:1 blocked for more than 120 seconds." >/dev/kmsg' >/dev/null 2>&1 || rc=$?
-check "a hung task in the kernel's log fails a passing command with 126" 126 "$rc"
+# A real hung task (the kernel's detector, CONFIG_DETECT_HUNG_TASK, at a 1 s timeout): a
+# NIC that never comes out of reset holds each bind in probe for 2 s under the device
+# lock, so the fourth of four concurrent binds waits in uninterruptible sleep for 6 s.
+rc=0; "$RUN" --results "$OUT/hung" --nic-args 0 "--inject reset-stuck" -- sh -c '
+	echo 1 >/proc/sys/kernel/hung_task_timeout_secs
+	for i in 1 2 3 4; do echo 0000:00:06.0 >/sys/bus/pci/drivers/ordma/bind & done 2>/dev/null
+	wait; sleep 2' >/dev/null 2>&1 || rc=$?
+check "a hung task (uninterruptible for 6 s, detector at 1 s) fails a passing command with 126" 126 "$rc"
+check "the hung task is reported in the kernel's log" yes \
+	"$(grep -q "INFO: task .* blocked for more than" "$OUT/hung/kernel.log" && echo yes || echo no)"
 rc=0; ORDMA_MODEL_LOG=debug "$RUN" --results "$OUT/stdout-warning" -- sh -c 'echo "WARNING: printed by the test, not the kernel"; cat /sys/bus/pci/devices/0000:00:06.0/vendor' >/dev/null 2>&1 || rc=$?
 check "a command printing WARNING: passes" 0 "$rc"
 check "ORDMA_MODEL_LOG=debug reaches the NIC model" yes \
