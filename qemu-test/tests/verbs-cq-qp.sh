@@ -1,0 +1,63 @@
+#!/bin/bash
+# VM test: CQs and RC QPs through libibverbs and the provider (qemu-test/progs/
+# verbs_cq_qp.py, ctypes), checked against the NIC model's object counts (`status`):
+# CQ sizes and limits, arming by doorbell, completion and CQ error events injected by the
+# model (`nic_ctl 0 event`), QP capabilities and limits, the RC state machine pair by pair
+# with its attribute checks, ibv_query_qp, SQ_DRAINED, EBUSY for a CQ or PD a QP uses, and
+# a process killed while holding a PD, MRs, CQs and QPs leaves nothing on the NIC or in
+# `rdma resource`.
+# nics: 1
+# debug: yes
+# timeout: 400
+set -euo pipefail
+fail() { echo "FAIL: $*"; exit 1; }
+P=/ordma/src/qemu-test/progs
+source $P/nic-control.sh
+run() { python3 $P/verbs_cq_qp.py "$1" || fail "verbs_cq_qp.py $1"; }
+count() { nic_ctl 0 status | sed -n "s/.* $1=\([0-9]*\).*/\1/p"; }
+# `rdma resource show`'s counts for ordma0, e.g. "pd 1 cq 2 qp 2 cm_id 0 mr 2 ctx 1 srq 0".
+res() { rdma resource show | sed -n 's/^[0-9]*: ordma0: //p' | sed 's/ *$//'; }
+objects() { echo "pds=$(count pds) mrs=$(count mrs) cqs=$(count cqs) qps=$(count qps)"; }
+
+[ "$(objects)" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "the NIC has objects before the test: $(objects)"
+res0=$(res)
+echo "rdma resource before: $res0"
+
+run cq
+run events
+run caps
+run states
+run order
+
+# A process killed while holding a PD, 2 MRs, 2 CQs and 2 QPs (one in RTS).
+python3 $P/verbs_cq_qp.py hold >/tmp/cqqp-hold.out 2>&1 &
+holder=$!
+for _ in $(seq 300); do grep -q holding /tmp/cqqp-hold.out && break; sleep 0.1; done
+grep -q holding /tmp/cqqp-hold.out || { cat /tmp/cqqp-hold.out; fail "the holder did not start"; }
+during=$(objects)
+echo "held: the NIC has $during; rdma resource: $(res)"
+[ "$during" = "pds=1 mrs=2 cqs=2 qps=2" ] || fail "the NIC has $during while the holder runs"
+kill -KILL $holder
+wait $holder 2>/dev/null || true
+after=
+for _ in $(seq 100); do
+	after=$(objects)
+	[ "$after" = "pds=0 mrs=0 cqs=0 qps=0" ] && break
+	sleep 0.1
+done
+echo "after SIGKILL: the NIC has $after; rdma resource: $(res)"
+[ "$after" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "left on the NIC after SIGKILL: $after"
+[ "$(res)" = "$res0" ] || fail "rdma resource after SIGKILL: '$(res)', before: '$res0'"
+for t in pd cq qp mr; do
+	out=$(rdma resource show $t)
+	if grep -q 'dev ordma0 .*comm python3' <<<"$out"; then
+		echo "$out"
+		fail "rdma resource show $t lists the killed process's objects on ordma0"
+	fi
+done
+echo "ok: the killed process left no PD, MR, CQ or QP (NIC and rdma resource)"
+
+if dmesg | grep -E 'ordma.*(failed|error|leak)'; then
+	fail "errors in dmesg"
+fi
+echo "PASS: verbs-cq-qp"
