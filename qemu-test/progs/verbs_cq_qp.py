@@ -40,6 +40,8 @@ ACCESS = 1 | 2 | 4  # local write, remote write, remote read
 
 
 def ename(e):
+    if e == errno.EOPNOTSUPP:
+        return "EOPNOTSUPP"  # errorcode says ENOTSUP, the same number on Linux
     return errno.errorcode.get(e, str(e)) if e else "success"
 
 

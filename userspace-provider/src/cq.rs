@@ -72,7 +72,7 @@ pub(crate) unsafe extern "C" fn create_cq(
 ) -> *mut sys::ibv_cq {
     match new_cq(cqe).and_then(|cq| {
         // SAFETY: as this function's contract.
-        unsafe { register(ibctx, cq, channel, comp_vector) }
+        unsafe { register(ibctx, cq, cqe, channel, comp_vector) }
     }) {
         Ok(cq) => cq,
         Err(e) => {
@@ -99,7 +99,8 @@ fn new_cq(cqe: c_int) -> Result<Box<Cq>, c_int> {
     }))
 }
 
-/// CREATE_CQ for `cq`; on success the kernel holds its memory until DESTROY_CQ.
+/// CREATE_CQ for `cq` of `cqe` CQEs asked (its ring may hold more); on success the kernel
+/// holds its memory until DESTROY_CQ.
 ///
 /// # Safety
 ///
@@ -107,6 +108,7 @@ fn new_cq(cqe: c_int) -> Result<Box<Cq>, c_int> {
 unsafe fn register(
     ibctx: *mut sys::ibv_context,
     cq: Box<Cq>,
+    cqe: c_int,
     channel: *mut sys::ibv_comp_channel,
     comp_vector: c_int,
 ) -> Result<*mut sys::ibv_cq, c_int> {
@@ -122,7 +124,7 @@ unsafe fn register(
     let r = unsafe {
         abi::ibv_cmd_create_cq(
             ibctx,
-            1 << (*cq).log_depth,
+            cqe,
             channel,
             comp_vector,
             ptr::addr_of_mut!((*cq).ibv),
