@@ -14,7 +14,8 @@ Usage: verbs_cq_qp.py CHECK
            (EINVAL), a UD QP (EOPNOTSUPP), no RQ, post_send/post_recv fail
   states   the RC state machine: every (from, to) pair of reachable states with the
            attributes the pair requires; a missing or a disallowed attribute, bad values:
-           EINVAL; ibv_query_qp answers what was set; destroy in every state
+           EINVAL (PSNs past 24 bits are masked by ib_core, not refused); ibv_query_qp
+           answers what was set; destroy in every state
   order    a CQ a QP uses, and the PD of a QP: EBUSY, the QP keeps working
   hold     creates a PD, 2 MRs, 2 CQs and 2 QPs (one in RTS), prints "holding", waits to
            be killed
@@ -520,7 +521,6 @@ def check_attrs(qps):
          {"path_mtu": mtu + 1}),
         ("INIT", "RTR", "path_mtu 0", {"path_mtu": 0}),
         ("INIT", "RTR", "dest_qp_num 2^24", {"dest_qp_num": 1 << 24}),
-        ("INIT", "RTR", "rq_psn 2^24", {"rq_psn": 1 << 24}),
         ("INIT", "RTR", "min_rnr_timer 32", {"min_rnr_timer": 32}),
         ("INIT", "RTR", "max_dest_rd_atomic 17", {"max_dest_rd_atomic": 17}),
         ("INIT", "RTR", "dlid 0", {"ah_dlid": 0}),
@@ -531,10 +531,25 @@ def check_attrs(qps):
         ("RTR", "RTS", "rnr_retry 8", {"rnr_retry": 8}),
         ("RTR", "RTS", "timeout 32", {"timeout": 32}),
         ("RTR", "RTS", "max_rd_atomic 17", {"max_rd_atomic": 17}),
-        ("RTR", "RTS", "sq_psn 2^24", {"sq_psn": 1 << 24}),
     ]
     for frm, to, what, values in bad:
         refuse(qps, frm, to, TRANSITIONS[(frm, to)], what, **values)
+
+
+def check_psn_mask(qps):
+    """PSNs of 2^24 and above never reach the driver: ib_core masks them to 24 bits (with a
+    warning in the kernel's log) and the transition succeeds."""
+    qp = qps.new("INIT")
+    a = full_attr(qps.ctx)
+    a.rq_psn, a.sq_psn = (1 << 24) | 5, (1 << 24) | 7
+    modify_ok(qp, "RTR", TRANSITIONS[("INIT", "RTR")], a)
+    modify_ok(qp, "RTS", TRANSITIONS[("RTR", "RTS")], a)
+    got = query(qp, QP_ATTR["RQ_PSN"] | QP_ATTR["SQ_PSN"])
+    if (got.rq_psn, got.sq_psn) != (5, 7):
+        die(f"rq_psn 2^24 + 5, sq_psn 2^24 + 7: queried {got.rq_psn}, {got.sq_psn}; expected "
+            f"5, 7 (ib_core masks PSNs to 24 bits)")
+    ok("rq_psn 2^24 + 5, sq_psn 2^24 + 7: accepted as 5 and 7 (ib_core masks PSNs to 24 bits)")
+    destroy_qp_ok(qp, "RTS")
 
 
 def check_query(qps):
@@ -577,6 +592,7 @@ def check_states():
     qps = StateQps(ctx)
     check_pairs(qps)
     check_attrs(qps)
+    check_psn_mask(qps)
     check_query(qps)
     qps.close()
     expect_nic("end", qps=0, cqs=0)
