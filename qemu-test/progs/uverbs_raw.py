@@ -14,6 +14,11 @@ Checks, each with the exact errno Documentation/uapi.md promises:
                length or a private mapping -> EINVAL, PROT_EXEC -> EPERM
   ALLOC_PD     non-zero driver input -> EOPNOTSUPP; PDs get distinct NIC numbers; DEALLOC_PD
                frees them (a freed handle is ENOENT, ib_core's answer)
+  CREATE_CQ    no or short driver request -> EINVAL; unknown comp_mask bits or reserved
+               bytes -> EOPNOTSUPP; a ring smaller than the entries asked, a CQE size the NIC
+               does not have, a ring not page aligned, a misaligned doorbell record ->
+               EINVAL; an unmapped ring -> EFAULT; a good request -> cqe rounded up to the
+               ring's depth and the CQN; DESTROY_CQ frees it
   doorbells    63 user pages: the 64th context gets ENOMEM; closing one frees its page
 Prints one line per check; exits non-zero on the first failure.
 """
@@ -25,10 +30,12 @@ import struct
 import sys
 
 # ib_user_verbs.h command numbers
-GET_CONTEXT, ALLOC_PD, DEALLOC_PD = 0, 3, 4
+GET_CONTEXT, ALLOC_PD, DEALLOC_PD, CREATE_CQ, DESTROY_CQ = 0, 3, 4, 18, 20
 # uapi/rdma/ordma-abi.h
 UCTX_RESP = struct.Struct("<IIQII")  # comp_mask, db_page_index, db_mmap_key, db_page_size, reserved_14
 PD_RESP = struct.Struct("<II")  # comp_mask, pdn
+CQ_CMD = struct.Struct("<IBBHQQ")  # comp_mask, log_depth, log_cqe_size, reserved_06, buf_addr, db_addr
+CQ_RESP = struct.Struct("<II")  # comp_mask, cqn
 DB_PAGES = 64
 
 checks = 0
@@ -65,7 +72,7 @@ def command(fd, cmd, payload, out_len):
     addr = ctypes.addressof(resp)
     # The core request starts with the response pointer (every command here has one,
     # except DEALLOC_PD).
-    if cmd != DEALLOC_PD:
+    if cmd not in (DEALLOC_PD,):
         payload = struct.pack("<Q", addr) + payload[8:]
     hdr = struct.pack("<IHH", cmd, (8 + len(payload)) // 4, out_len // 4)
     try:
@@ -83,6 +90,59 @@ def expect_errno(what, got, want):
     if got != want:
         fail(f"{what}: errno {errno.errorcode.get(got, got)}, expected {errno.errorcode[want]}")
     ok(f"{what} -> {errno.errorcode[want]}")
+
+
+def create_cq(fd, cqe, drv):
+    """CREATE_CQ (ib_uverbs_create_cq: response, user_handle, cqe, comp_vector,
+    comp_channel -1, reserved) with driver data `drv`; returns (errno, cqe, handle, cqn)."""
+    core = struct.pack("<QQIIiI", 0, 0, cqe, 0, -1, 0)
+    e, raw = command(fd, CREATE_CQ, core + drv, 8 + CQ_RESP.size)
+    handle, got_cqe = struct.unpack_from("<II", raw, 0)
+    _, cqn = CQ_RESP.unpack_from(raw, 8)
+    return e, got_cqe, handle, cqn
+
+
+def create_cq_checks(fd):
+    ring = mmap.mmap(-1, 2 * 4096)
+    rec = mmap.mmap(-1, 4096)
+    ring_addr = ctypes.addressof(ctypes.c_char.from_buffer(ring))
+    rec_addr = ctypes.addressof(ctypes.c_char.from_buffer(rec))
+
+    def drv(log_depth=4, log_cqe=5, buf=ring_addr, db=rec_addr, comp_mask=0, res=0):
+        return CQ_CMD.pack(comp_mask, log_depth, log_cqe, res, buf, db)
+
+    for what, data, want in [
+        ("CREATE_CQ without driver data", b"", errno.EINVAL),
+        ("CREATE_CQ with a short driver request", drv()[:16], errno.EINVAL),
+        ("CREATE_CQ with comp_mask 1", drv(comp_mask=1), errno.EOPNOTSUPP),
+        ("CREATE_CQ with reserved_06 set", drv(res=1), errno.EOPNOTSUPP),
+        ("CREATE_CQ with non-zero bytes past the struct", drv() + struct.pack("<Q", 1), errno.EOPNOTSUPP),
+        ("CREATE_CQ of 16 entries in a ring of 8", drv(log_depth=3), errno.EINVAL),
+        ("CREATE_CQ of 2^16 entries (beyond the NIC's queues)", drv(log_depth=16), errno.EINVAL),
+        ("CREATE_CQ with 128-byte CQEs", drv(log_cqe=7), errno.EINVAL),
+        ("CREATE_CQ with a ring not page aligned", drv(buf=ring_addr + 64), errno.EINVAL),
+        ("CREATE_CQ with a misaligned doorbell record", drv(db=rec_addr + 4), errno.EINVAL),
+        ("CREATE_CQ with an unmapped ring", drv(buf=4096), errno.EFAULT),
+    ]:
+        e, _, _, _ = create_cq(fd, 16, data)
+        expect_errno(what, e, want)
+    cqs = []
+    for cqe, log_depth in [(16, 4), (9, 7), (1, 1)]:
+        e, got, handle, cqn = create_cq(fd, cqe, drv(log_depth=log_depth))
+        if e:
+            fail(f"CREATE_CQ of {cqe} entries in a ring of {1 << log_depth}: errno {errno.errorcode.get(e, e)}")
+        if got != 1 << log_depth:
+            fail(f"CREATE_CQ of {cqe} entries: cqe {got}, expected the ring's {1 << log_depth}")
+        cqs.append((handle, cqn))
+    cqns = [c for _, c in cqs]
+    if len(set(cqns)) != len(cqns):
+        fail(f"CQ numbers not distinct: {cqns}")
+    ok(f"CREATE_CQ x3 (one ring and record shared, pinned once each): cqe = ring depth, CQNs {cqns}")
+    for handle, _ in cqs:
+        e, _ = command(fd, DESTROY_CQ, struct.pack("<QII", 0, handle, 0), 8)
+        if e:
+            fail(f"DESTROY_CQ {handle}: errno {e}")
+    ok("DESTROY_CQ x3")
 
 
 def main():
@@ -179,6 +239,7 @@ def main():
             fail(f"DEALLOC_PD {handle}: errno {e}")
     e, _ = command(fd, DEALLOC_PD, struct.pack("<II", pds[0][0], 0), 0)
     expect_errno("DEALLOC_PD of a freed handle (ib_core: no such object)", e, errno.ENOENT)
+    create_cq_checks(fd)
     db.close()
     os.close(fd)
 

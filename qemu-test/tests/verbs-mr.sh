@@ -100,11 +100,11 @@ wait $holder 2>/dev/null || true
 kept=$(($(pins) - pinned0))
 echo "NIC dead, holder killed: $kept pages still pinned"
 [ "$kept" -ge $((1280 - SLACK)) ] || fail "only $kept pages pinned: the memory of unacknowledged MRs was released"
-[ "$(dmesg | grep -c "DESTROY_MR 0x[0-9a-f]* failed .* stays pinned")" = 4 ] ||
+[ "$(dmesg | grep -c "destroying MR 0x[0-9a-f]* failed .* stays pinned")" = 4 ] ||
 	fail "expected 4 MRs kept pinned in dmesg"
 timeout 120 sh -c "echo $nic >$D/unbind" || fail "unbind of the dead NIC failed or hung"
 dmesg | grep "ordma $nic" | tail -n 4
-dmesg | grep -q "released the memory of 5 MR(s)" || fail "the kept MRs were not released at unbind"
+dmesg | grep -q "released the memory of 5 object(s)" || fail "the kept MRs were not released at unbind"
 released=$(($(pins) - pinned0))
 echo "after unbind: $released pages pinned"
 [ "$released" -le $SLACK ] || fail "$released page(s) still pinned after unbind"

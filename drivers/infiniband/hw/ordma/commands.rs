@@ -3,7 +3,11 @@
 //! The typed admin commands (`hardware.md`, "Admin commands"): parameters in, result out,
 //! one function each, over the engine in `admin.rs`.
 
-use kernel::{dma::Coherent, io::Io, prelude::*};
+use kernel::{
+    dma::{Coherent, CoherentBox},
+    io::Io,
+    prelude::*,
+};
 
 use crate::{hw, nic::Nic};
 
@@ -85,6 +89,78 @@ impl Nic<'_> {
     /// `CMD_DESTROY_MR`.
     pub(crate) fn destroy_mr(&self, key: u32) -> Result {
         self.admin(hw::CMD_DESTROY_MR, hw::KeyParams { key }.encode())
+            .map(|_| ())
+    }
+}
+
+impl Nic<'_> {
+    /// Checks that a create command's result is a 16-bit queue number.
+    fn queue_num(&self, what: &str, num: u64) -> Result<u32> {
+        u32::try_from(num)
+            .ok()
+            .filter(|&n| n <= hw::MAX_QUEUE_NUM)
+            .ok_or_else(|| {
+                dev_err!(self.pdev, "{what} returned number {num:#x}\n");
+                EIO
+            })
+    }
+
+    /// `CMD_CREATE_CQ`: the new CQ's number.
+    pub(crate) fn create_cq(&self, p: &hw::CreateCqParams) -> Result<u32> {
+        let cqn = self.admin(hw::CMD_CREATE_CQ, p.encode())?;
+        self.queue_num("CREATE_CQ", cqn)
+    }
+
+    /// `CMD_DESTROY_CQ`.
+    pub(crate) fn destroy_cq(&self, cqn: u32) -> Result {
+        self.admin(hw::CMD_DESTROY_CQ, hw::NumParams { num: cqn }.encode())
+            .map(|_| ())
+    }
+
+    /// `CMD_CREATE_QP`: the new QP's number.
+    pub(crate) fn create_qp(&self, p: &hw::CreateQpParams) -> Result<u32> {
+        let qpn = self.admin(hw::CMD_CREATE_QP, p.encode())?;
+        self.queue_num("CREATE_QP", qpn)
+    }
+
+    /// `CMD_MODIFY_QP` with the attributes `mask` names from `attr`.
+    pub(crate) fn modify_qp(&self, qpn: u32, mask: u32, attr: &hw::QpAttr) -> Result {
+        let mut b: CoherentBox<[u8; hw::QP_ATTR_SIZE]> =
+            CoherentBox::zeroed(self.pdev.as_ref(), GFP_KERNEL)?;
+        *b = attr.encode();
+        let buf: Coherent<[u8; hw::QP_ATTR_SIZE]> = b.into();
+        let params = hw::ModifyQpParams {
+            qpn,
+            attr_mask: mask,
+            attr_addr: buf.dma_address(),
+            // CAST: 128, a constant.
+            attr_len: hw::QP_ATTR_SIZE as u32,
+        };
+        self.admin(hw::CMD_MODIFY_QP, params.encode()).map(|_| ())
+    }
+
+    /// `CMD_QUERY_QP`.
+    pub(crate) fn query_qp(&self, qpn: u32) -> Result<hw::QpAttr> {
+        let raw = self.query::<{ hw::QP_ATTR_SIZE }>(hw::CMD_QUERY_QP, |resp_addr, resp_len| {
+            hw::QueryQpParams {
+                qpn,
+                resp_addr,
+                resp_len,
+            }
+            .encode()
+        })?;
+        hw::QpAttr::decode(&raw).ok_or_else(|| {
+            dev_err!(
+                self.pdev,
+                "QUERY_QP {qpn}: reserved bytes set in the answer\n"
+            );
+            EIO
+        })
+    }
+
+    /// `CMD_DESTROY_QP`.
+    pub(crate) fn destroy_qp(&self, qpn: u32) -> Result {
+        self.admin(hw::CMD_DESTROY_QP, hw::NumParams { num: qpn }.encode())
             .map(|_| ())
     }
 }

@@ -16,7 +16,7 @@ use kernel::{
     },
 };
 
-use crate::{hw, nic::Nic};
+use crate::{hw, ib, nic::Nic};
 
 /// log2 of the event queue depth.
 pub(crate) const EQ_LOG_DEPTH: u32 = 6;
@@ -83,7 +83,54 @@ impl Nic<'_> {
                     });
                 }
             }
-            kind => self.log_event(|| dev_warn!(self.pdev, "unknown event type {kind} ignored\n")),
+            hw::EVENT_CQ_COMPLETION => {
+                if !self.ib_events.cq_completion(e.data) {
+                    self.log_event(|| {
+                        dev_warn!(
+                            self.pdev,
+                            "completion event for CQ {} that does not exist\n",
+                            e.data
+                        )
+                    });
+                }
+            }
+            hw::EVENT_CQ_ERROR => {
+                let found = self.ib_events.cq_error(e.data);
+                self.log_event(|| {
+                    dev_warn!(
+                        self.pdev,
+                        "CQ {} failed (reason {}){}\n",
+                        e.data,
+                        e.data2,
+                        if found { "" } else { ": no such CQ" }
+                    )
+                });
+            }
+            kind => {
+                let qp_event = match kind {
+                    hw::EVENT_QP_FATAL => Some(ib::QpEvent::Fatal),
+                    hw::EVENT_QP_REQ_ERR => Some(ib::QpEvent::RequestError),
+                    hw::EVENT_QP_ACCESS_ERR => Some(ib::QpEvent::AccessError),
+                    hw::EVENT_QP_SQ_DRAINED => Some(ib::QpEvent::SqDrained),
+                    hw::EVENT_QP_COMM_EST => Some(ib::QpEvent::CommEstablished),
+                    _ => None,
+                };
+                match qp_event {
+                    Some(ev) => {
+                        if !self.ib_events.qp_event(e.data, ev) {
+                            self.log_event(|| {
+                                dev_warn!(
+                                    self.pdev,
+                                    "event {kind} for QP {} that does not exist\n",
+                                    e.data
+                                )
+                            });
+                        }
+                    }
+                    None => self
+                        .log_event(|| dev_warn!(self.pdev, "unknown event type {kind} ignored\n")),
+                }
+            }
         }
     }
 

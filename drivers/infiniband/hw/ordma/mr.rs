@@ -4,115 +4,21 @@
 //! a page list (`hardware.md`, "Page lists") at the largest page size the NIC supports that
 //! the mapping allows, registered with `CREATE_MR`, freed with `DESTROY_MR`.
 
-use kernel::{
-    device::{Bound, Device},
-    dma::{Coherent, CoherentBox},
-    prelude::*,
-    sync::Arc,
+use kernel::{prelude::*, sync::Arc};
+
+use crate::{
+    hw, ib,
+    nic::Nic,
+    pages::{NicMemory, PageList},
+    pd::Pd,
 };
-
-use crate::{hw, ib, nic::Nic, pd::Pd};
-
-/// Entries of a page-table page.
-// CAST: 512, the hardware's constant.
-const PT_ENTRIES: usize = hw::PT_ENTRIES as usize;
-
-/// One page-table page: 512 little-endian bus addresses, 4 KiB, in DMA-coherent memory
-/// (which `dma_alloc_coherent` aligns to its size, so to 4 KiB).
-type Table = Coherent<[u64; PT_ENTRIES]>;
-
-const _: () = assert!(core::mem::size_of::<[u64; PT_ENTRIES]>() as u64 == hw::PT_PAGE_SIZE);
-
-/// A page list in the hardware's format: level-0 tables with the bus addresses of the
-/// pages, then each level's tables with those of the level below, up to one root.
-pub(crate) struct PageList {
-    /// Every table, level 0 first, the root last; the NIC reads them until the list is
-    /// destroyed.
-    _tables: KVec<Table>,
-    /// What the NIC is told.
-    list: hw::PageList,
-}
-
-impl PageList {
-    /// Builds the list of the `npages` pages of `1 << page_shift` bytes at the bus
-    /// addresses `pages` yields.
-    ///
-    /// # Errors
-    ///
-    /// `EINVAL` if `npages` is 0 or beyond `hw::MAX_PAGES`; `EIO` if `pages` yields
-    /// another number of pages; `ENOMEM`.
-    fn new(
-        dev: &Device<Bound>,
-        pages: impl Iterator<Item = u64>,
-        npages: usize,
-        page_shift: u8,
-    ) -> Result<Self> {
-        let count = u32::try_from(npages)
-            .ok()
-            .filter(|&n| n != 0 && n <= hw::MAX_PAGES)
-            .ok_or(EINVAL)?;
-        let levels = hw::pt_levels_for(u64::from(count)).ok_or(EINVAL)?;
-        let mut tables = KVec::new();
-        // Level 0 from the pages, then each level from the addresses of the one below.
-        let mut addrs = Self::level(dev, &mut tables, pages)?;
-        if addrs.len() != npages.div_ceil(PT_ENTRIES) {
-            return Err(EIO);
-        }
-        let mut built = 1u8;
-        while addrs.len() > 1 {
-            addrs = Self::level(dev, &mut tables, addrs.into_iter())?;
-            built += 1;
-        }
-        let root = addrs.first().copied().ok_or(EIO)?;
-        if built != levels {
-            return Err(EIO);
-        }
-        Ok(Self {
-            _tables: tables,
-            list: hw::PageList {
-                root,
-                npages: count,
-                page_shift,
-                levels,
-            },
-        })
-    }
-
-    /// Fills tables with `entries`, 512 a table, appends them to `tables`, and returns
-    /// their bus addresses.
-    fn level(
-        dev: &Device<Bound>,
-        tables: &mut KVec<Table>,
-        mut entries: impl Iterator<Item = u64>,
-    ) -> Result<KVec<u64>> {
-        let mut addrs = KVec::new();
-        while let Some(first) = entries.next() {
-            let mut t: CoherentBox<[u64; PT_ENTRIES]> = CoherentBox::zeroed(dev, GFP_KERNEL)?;
-            t[0] = first.to_le();
-            for (slot, e) in t.iter_mut().skip(1).zip(&mut entries) {
-                *slot = e.to_le();
-            }
-            let t: Table = t.into();
-            addrs.push(t.dma_address(), GFP_KERNEL)?;
-            tables.push(t, GFP_KERNEL)?;
-        }
-        Ok(addrs)
-    }
-}
-
-/// What the NIC may reach through a registered MR: its pinned pages and its page list.
-/// Dropping it unpins the pages and frees the tables: only once the NIC cannot use them.
-pub(crate) struct MrMemory {
-    _tables: PageList,
-    _umem: ib::Umem,
-}
 
 /// An MR on the NIC; dropping it destroys it there.
 pub(crate) struct Mr<'bound> {
     nic: Arc<Nic<'bound>>,
     key: u32,
     /// `None` only while being dropped.
-    memory: Option<MrMemory>,
+    memory: Option<NicMemory>,
 }
 
 /// The NIC's access flags for `access`, checked as ib_core's `ib_check_mr_access` and
@@ -181,27 +87,16 @@ impl<'bound> Mr<'bound> {
         let page_shift = pgsz.shift() as u8;
         let npages = umem.num_dma_blocks(pgsz);
         let tables = PageList::new(nic.pdev.as_ref(), umem.dma_blocks(pgsz), npages, page_shift)?;
+        let mut memory = NicMemory::default();
+        memory.add_umem(umem)?;
         let params = hw::CreateMrParams {
             pdn: pd.pdn(),
             access,
             iova: mem.virt(),
             length: mem.length(),
-            pages: tables.list,
+            pages: memory.add_list(tables)?,
         };
-        let memory = MrMemory {
-            _tables: tables,
-            _umem: umem,
-        };
-        let key = match nic.create_mr(&params) {
-            Ok(key) => key,
-            // Unanswered: the NIC may be walking the tables, or have made the MR. A refusal,
-            // a command never sent (dead NIC, broken queue) leaves nothing to wait for.
-            Err(e) if e == ETIMEDOUT && !nic.is_dead() => {
-                nic.retire(memory);
-                return Err(e);
-            }
-            Err(e) => return Err(e),
-        };
+        let (key, memory) = nic.create_reaching(memory, || nic.create_mr(&params))?;
         dev_dbg!(
             nic.pdev,
             "MR {key:#x}: {} bytes at {} {:#x}, {npages} pages of {} bytes\n",
@@ -230,24 +125,8 @@ impl<'bound> Mr<'bound> {
 
 impl Drop for Mr<'_> {
     fn drop(&mut self) {
-        let Some(memory) = self.memory.take() else {
-            return;
-        };
-        // Destroying cannot fail towards ib_core. A NIC that did not acknowledge may still
-        // read the tables and write the pages: they stay until it is reset.
-        match self.nic.destroy_mr(self.key) {
-            Ok(()) => drop(memory),
-            // A dead NIC does no more DMA (it stopped on its fatal error).
-            Err(_) if self.nic.is_dead() => drop(memory),
-            Err(e) => {
-                dev_warn!(
-                    self.nic.pdev,
-                    "DESTROY_MR {:#x} failed (error {}): its memory stays pinned until the NIC is reset\n",
-                    self.key,
-                    e.to_errno()
-                );
-                self.nic.retire(memory);
-            }
-        }
+        let memory = self.memory.take();
+        self.nic
+            .destroy_reaching("MR", self.key, memory, || self.nic.destroy_mr(self.key));
     }
 }

@@ -18,7 +18,7 @@ use kernel::{
     time::{Delta, Instant, Monotonic},
 };
 
-use crate::{admin::AdminQueue, event::EventRing, hw, ib, mr::MrMemory};
+use crate::{admin::AdminQueue, event::EventRing, hw, ib, pages::NicMemory};
 
 /// BAR0, the control registers, at its documented size.
 pub(crate) type Bar0<'bound> = pci::Bar<'bound, { hw::BAR0_SIZE }>;
@@ -49,10 +49,10 @@ pub(crate) struct Nic<'bound> {
     pub(crate) doorbells: DoorbellPages,
     /// Bounds what interrupt handlers log.
     pub(crate) log_limit: RateLimit,
-    /// Memory of MRs whose `DESTROY_MR` the NIC did not acknowledge: it may still reach
-    /// it, so it is released only once the NIC is stopped (`quiesce`).
+    /// Memory of objects (MRs, CQs, QPs) whose destroy the NIC did not acknowledge: it may
+    /// still reach it, so it is released only once the NIC is stopped (`quiesce`).
     #[pin]
-    retired: Mutex<KVec<MrMemory>>,
+    retired: Mutex<KVec<NicMemory>>,
 }
 
 impl<'bound> Nic<'bound> {
@@ -113,16 +113,16 @@ impl<'bound> Nic<'bound> {
         if !retired.is_empty() {
             dev_info!(
                 self.pdev,
-                "released the memory of {} MR(s) the NIC had not let go\n",
+                "released the memory of {} object(s) the NIC had not let go\n",
                 retired.len()
             );
         }
     }
 
-    /// Keeps `memory` (an MR's pinned pages and page list, which the NIC may still reach)
+    /// Keeps `memory` (an object's pinned pages and page lists, which the NIC may still reach)
     /// until the NIC is stopped. If even the list cannot grow, it is leaked: never freed
     /// under a NIC that may write to it.
-    pub(crate) fn retire(&self, memory: MrMemory) {
+    pub(crate) fn retire(&self, memory: NicMemory) {
         let mut retired = self.retired.lock();
         let kept = match retired.reserve(1, GFP_KERNEL) {
             Ok(()) => retired.push_within_capacity(memory).map_err(|e| e.0),
@@ -132,7 +132,7 @@ impl<'bound> Nic<'bound> {
         if let Err(memory) = kept {
             dev_err!(
                 self.pdev,
-                "leaking an MR's pinned memory: no room to keep it until the NIC is reset\n"
+                "leaking an object's pinned memory: no room to keep it until the NIC is reset\n"
             );
             core::mem::forget(memory);
         }

@@ -6,6 +6,7 @@
 
 mod admin;
 mod commands;
+mod cq;
 mod device;
 mod driver;
 mod event;
@@ -13,7 +14,9 @@ mod hw;
 mod ib;
 mod mr;
 mod nic;
+mod pages;
 mod pd;
+mod qp;
 mod ucontext;
 mod verbs;
 

@@ -27,6 +27,8 @@ impl Drop for DoorbellPage<'_> {
 pub(crate) struct Ucontext<'bound> {
     /// The doorbell page's mmap entry; removed (unmappable) when the context goes.
     _db: ib::MmapHandle<OrdmaIb<'bound>>,
+    /// Its index: the context's CQs and QPs belong to it.
+    db_page: u32,
 }
 
 impl<'bound> Ucontext<'bound> {
@@ -63,6 +65,14 @@ impl<'bound> Ucontext<'bound> {
             db_page_size: uapi::DB_PAGE_SIZE,
             reserved_14: 0,
         })?;
-        Ok(Self { _db: db })
+        Ok(Self {
+            _db: db,
+            db_page: index,
+        })
+    }
+
+    /// The context's doorbell page: every CQ and QP it creates belongs to it.
+    pub(crate) fn db_page(&self) -> u32 {
+        self.db_page
     }
 }

@@ -563,3 +563,54 @@ pub const fn rc_modify_ok(cur: u8, next: u8, mask: u32) -> bool {
     };
     mask & req == req && mask & !(req | opt | QP_ATTR_STATE | QP_ATTR_RATE_LIMIT) == 0
 }
+
+/// Attributes the NIC does not support although the table allows them: alternate paths
+/// (APM) and rate limits.
+pub const QP_ATTR_UNSUPPORTED: u32 = QP_ATTR_ALT_PATH | QP_ATTR_RATE_LIMIT;
+
+/// Largest `enum ib_rate` value.
+pub const MAX_STATIC_RATE: u8 = 25;
+
+/// Whether the values of every attribute `mask` names are in range for this NIC (one
+/// port, one PKey, one GID, LMC 0, MTU up to `max_mtu`), as "The QP state machine" in
+/// `hardware.md` lists them. The NIC checks every `MODIFY_QP` with it; the driver checks
+/// first, so that a user's bad value is its `EINVAL`, not a refused command.
+pub fn qp_values_ok(mask: u32, a: &QpAttr, max_mtu: u8) -> bool {
+    let has = |bit: u32| mask & bit != 0;
+    let psn = |v: u32| v < 1 << 24;
+    let ah = &a.ah;
+    let ah_ok = ah.port_num == 1
+        && (1..0xc000).contains(&ah.dlid)
+        && ah.sl <= 15
+        && ah.src_path_bits == 0
+        && ah.static_rate <= MAX_STATIC_RATE
+        && ah.ah_flags & !AH_FLAG_GRH == 0
+        && (ah.ah_flags & AH_FLAG_GRH == 0 || (ah.sgid_index == 0 && ah.flow_label < 1 << 20));
+    let checks = [
+        (QP_ATTR_STATE, a.qp_state <= QPS_ERR),
+        (QP_ATTR_CUR_STATE, a.cur_qp_state <= QPS_ERR),
+        (QP_ATTR_EN_SQD_ASYNC_NOTIFY, a.en_sqd_async_notify <= 1),
+        (QP_ATTR_ACCESS_FLAGS, a.qp_access_flags & !ACCESS_ALL == 0),
+        (QP_ATTR_PKEY_INDEX, a.pkey_index == 0),
+        (QP_ATTR_PORT, a.port_num == 1),
+        (QP_ATTR_AV, ah_ok),
+        (QP_ATTR_PATH_MTU, (1..=max_mtu).contains(&a.path_mtu)),
+        (QP_ATTR_TIMEOUT, a.timeout <= 31),
+        (QP_ATTR_RETRY_CNT, a.retry_cnt <= 7),
+        (QP_ATTR_RNR_RETRY, a.rnr_retry <= 7),
+        (QP_ATTR_RQ_PSN, psn(a.rq_psn)),
+        (
+            QP_ATTR_MAX_QP_RD_ATOMIC,
+            a.max_rd_atomic <= QP_MAX_RD_ATOMIC,
+        ),
+        (QP_ATTR_MIN_RNR_TIMER, a.min_rnr_timer <= 31),
+        (QP_ATTR_SQ_PSN, psn(a.sq_psn)),
+        (
+            QP_ATTR_MAX_DEST_RD_ATOMIC,
+            a.max_dest_rd_atomic <= QP_MAX_RD_ATOMIC,
+        ),
+        (QP_ATTR_PATH_MIG_STATE, a.path_mig_state == 0),
+        (QP_ATTR_DEST_QPN, psn(a.dest_qp_num)),
+    ];
+    checks.iter().all(|&(bit, ok)| !has(bit) || ok) && a.sq_draining == 0
+}

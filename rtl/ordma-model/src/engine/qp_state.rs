@@ -2,7 +2,7 @@
 //!
 //! The NIC does not trust the driver: it checks the transition and the attribute mask
 //! against the RC table of Linux's `ib_modify_qp_is_ok` ([`hw::rc_modify_ok`]), then every
-//! attribute value the mask names, and only then changes anything. A bad modify is
+//! attribute value the mask names ([`hw::qp_values_ok`]), and only then changes anything. A bad modify is
 //! `AQ_BAD_PARAM` and leaves the QP as it was. Moving to `RESET` forgets the attributes and
 //! the queue indices; reaching `SQD` with `en_sqd_async_notify` posts `EVENT_QP_SQ_DRAINED`
 //! (at once: nothing is in flight before the data path exists).
@@ -16,58 +16,6 @@ use crate::mem::Dma;
 
 /// A command's outcome: (status, result).
 type Outcome = (u16, u64);
-
-/// Attributes the NIC does not support although the table allows them: alternate paths
-/// (APM) and rate limits.
-const UNSUPPORTED: u32 = hw::QP_ATTR_ALT_PATH | hw::QP_ATTR_RATE_LIMIT;
-
-/// Largest `enum ib_rate` value.
-const MAX_STATIC_RATE: u8 = 25;
-
-/// Whether the values of every attribute `mask` names are in range for this NIC (one
-/// port, one PKey, one GID, LMC 0, MTU up to `max_mtu`).
-pub fn values_ok(mask: u32, a: &hw::QpAttr, max_mtu: u8) -> bool {
-    let has = |bit: u32| mask & bit != 0;
-    let psn = |v: u32| v < 1 << 24;
-    let ah = &a.ah;
-    let ah_ok = ah.port_num == 1
-        && (1..0xc000).contains(&ah.dlid)
-        && ah.sl <= 15
-        && ah.src_path_bits == 0
-        && ah.static_rate <= MAX_STATIC_RATE
-        && ah.ah_flags & !hw::AH_FLAG_GRH == 0
-        && (ah.ah_flags & hw::AH_FLAG_GRH == 0 || (ah.sgid_index == 0 && ah.flow_label < 1 << 20));
-    let checks = [
-        (hw::QP_ATTR_STATE, a.qp_state <= hw::QPS_ERR),
-        (hw::QP_ATTR_CUR_STATE, a.cur_qp_state <= hw::QPS_ERR),
-        (hw::QP_ATTR_EN_SQD_ASYNC_NOTIFY, a.en_sqd_async_notify <= 1),
-        (
-            hw::QP_ATTR_ACCESS_FLAGS,
-            a.qp_access_flags & !hw::ACCESS_ALL == 0,
-        ),
-        (hw::QP_ATTR_PKEY_INDEX, a.pkey_index == 0),
-        (hw::QP_ATTR_PORT, a.port_num == 1),
-        (hw::QP_ATTR_AV, ah_ok),
-        (hw::QP_ATTR_PATH_MTU, (1..=max_mtu).contains(&a.path_mtu)),
-        (hw::QP_ATTR_TIMEOUT, a.timeout <= 31),
-        (hw::QP_ATTR_RETRY_CNT, a.retry_cnt <= 7),
-        (hw::QP_ATTR_RNR_RETRY, a.rnr_retry <= 7),
-        (hw::QP_ATTR_RQ_PSN, psn(a.rq_psn)),
-        (
-            hw::QP_ATTR_MAX_QP_RD_ATOMIC,
-            a.max_rd_atomic <= hw::QP_MAX_RD_ATOMIC,
-        ),
-        (hw::QP_ATTR_MIN_RNR_TIMER, a.min_rnr_timer <= 31),
-        (hw::QP_ATTR_SQ_PSN, psn(a.sq_psn)),
-        (
-            hw::QP_ATTR_MAX_DEST_RD_ATOMIC,
-            a.max_dest_rd_atomic <= hw::QP_MAX_RD_ATOMIC,
-        ),
-        (hw::QP_ATTR_PATH_MIG_STATE, a.path_mig_state == 0),
-        (hw::QP_ATTR_DEST_QPN, psn(a.dest_qp_num)),
-    ];
-    checks.iter().all(|&(bit, ok)| !has(bit) || ok) && a.sq_draining == 0
-}
 
 /// Copies the attributes `mask` names from `from` into `to`.
 fn apply(mask: u32, from: &hw::QpAttr, to: &mut hw::QpAttr) {
@@ -153,9 +101,9 @@ impl Nic {
             cur
         };
         let ok = hw::rc_modify_ok(cur, next, mask)
-            && mask & UNSUPPORTED == 0
+            && mask & hw::QP_ATTR_UNSUPPORTED == 0
             && (mask & hw::QP_ATTR_CUR_STATE == 0 || a.cur_qp_state == cur)
-            && values_ok(mask, &a, max_mtu);
+            && hw::qp_values_ok(mask, &a, max_mtu);
         if !ok {
             debug!(qpn = p.qpn, cur, next, mask, "QP modify refused");
             return (hw::AQ_BAD_PARAM, 0);

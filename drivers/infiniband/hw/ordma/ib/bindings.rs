@@ -38,7 +38,8 @@ pub(super) use generated::*;
 /// ordma's uapi (`uapi/rdma/ordma-abi.h`): plain data, re-exported by `ib::uapi`.
 pub(crate) use generated::{
     ordma_ibv_alloc_pd_resp, ordma_ibv_alloc_ucontext_cmd, ordma_ibv_alloc_ucontext_resp,
-    ORDMA_DB_PAGE_SIZE,
+    ordma_ibv_create_cq_cmd, ordma_ibv_create_cq_resp, ordma_ibv_create_qp_cmd,
+    ordma_ibv_create_qp_resp, ORDMA_DB_PAGE_SIZE,
 };
 
 /// The C compiler's view of the layouts the binding uses (helpers.c).

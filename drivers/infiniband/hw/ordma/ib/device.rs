@@ -15,6 +15,8 @@ use super::{bindings as b, driver::Driver, event::EventSink, trampolines};
 pub(super) struct IbDevice<T> {
     pub(super) ib: b::ib_device,
     pub(super) data: T,
+    /// Where the device's events go (the driver's sink, attached while registered).
+    pub(super) events: Arc<EventSink>,
 }
 
 /// The driver data behind an `ib_device` ib_core hands us.
@@ -28,6 +30,16 @@ pub(super) unsafe fn data<'a, T: Driver>(ib: *mut b::ib_device) -> &'a T {
     // SAFETY: `ib` is the first field of a `#[repr(C)]` `IbDevice<T>` (caller), so the cast
     // gives the containing struct, whose `data` is initialised and outlives the callback.
     unsafe { &(*ib.cast::<IbDevice<T>>()).data }
+}
+
+/// The event sink of an `ib_device` ib_core hands us.
+///
+/// # Safety
+///
+/// As for [`data`].
+pub(super) unsafe fn events<'a, T: Driver>(ib: *mut b::ib_device) -> &'a EventSink {
+    // SAFETY: as in `data`: `events` is initialised with `data`.
+    unsafe { &(*ib.cast::<IbDevice<T>>()).events }
 }
 
 /// A registered `ib_device` named `ordma%d`; dropping it unregisters (waiting for every
@@ -63,6 +75,9 @@ impl<'a, T: Driver + 'a> Registration<'a, T> {
         events: Arc<EventSink>,
     ) -> Result<Self> {
         const { assert!(core::mem::align_of::<IbDevice<T>>() <= trampolines::KMALLOC_MIN_ALIGN) };
+        // Room in the event tables for every CQ and QP number the driver hands out.
+        let attr = data.query_device()?;
+        events.size_tables(attr.cq_num_limit, attr.qp_num_limit)?;
         // SAFETY: `init_net` is the initial network namespace, a static that outlives us;
         // the size covers `IbDevice<T>`, whose first field is the `ib_device`.
         let ib = unsafe { b::_ib_alloc_device(size_of::<IbDevice<T>>(), &raw mut b::init_net) };
@@ -75,6 +90,7 @@ impl<'a, T: Driver + 'a> Registration<'a, T> {
         // before any callback can run (registration below is what makes it reachable).
         unsafe {
             (&raw mut (*p).data).write(data);
+            (&raw mut (*p).events).write(events.clone());
             // CAST: the node type codes fit the `u8` field.
             (*p).ib.node_type = b::RDMA_NODE_IB_CA as u8;
             (*p).ib.phys_port_cnt = 1;
@@ -95,6 +111,7 @@ impl<'a, T: Driver + 'a> Registration<'a, T> {
             // SAFETY: not registered; drop the data we wrote, then free the device.
             unsafe {
                 core::ptr::drop_in_place(&raw mut (*p).data);
+                core::ptr::drop_in_place(&raw mut (*p).events);
                 b::ib_dealloc_device(&raw mut (*p).ib);
             }
             return Err(Error::from_errno(ret));
@@ -127,6 +144,7 @@ impl<T: Driver> Drop for Registration<'_, T> {
         unsafe {
             b::ib_unregister_device(&raw mut (*p).ib);
             core::ptr::drop_in_place(&raw mut (*p).data);
+            core::ptr::drop_in_place(&raw mut (*p).events);
             b::ib_dealloc_device(&raw mut (*p).ib);
         }
     }

@@ -5,7 +5,14 @@
 
 use kernel::prelude::*;
 
-use super::{mr::MrKeys, ucontext::UserContext, udata::Udata, umem::UserMemory};
+use super::{
+    cq::{CqCreated, CqInit},
+    mr::MrKeys,
+    qp::{QpAttr, QpAttrMask, QpCaps, QpInit},
+    ucontext::UserContext,
+    udata::Udata,
+    umem::{UserMemory, UserPages},
+};
 
 /// What a port reports, in ib_core's terms (the IB spec's encodings).
 #[derive(Clone, Copy, Debug, Default)]
@@ -55,6 +62,12 @@ pub(crate) struct DeviceAttr {
     pub(crate) max_mr: u32,
     /// PDs.
     pub(crate) max_pd: u32,
+    /// The driver's CQ numbers are below this.
+    pub(crate) cq_num_limit: u32,
+    /// The driver's QP numbers are below this.
+    pub(crate) qp_num_limit: u32,
+    /// Outstanding RDMA reads and atomics per QP, as initiator and as responder.
+    pub(crate) max_qp_rd_atom: u32,
 }
 
 /// An ib_core device driver.
@@ -75,6 +88,10 @@ pub(crate) trait Driver: Sync + Sized {
     type MmapEntry: Send + Sync;
     /// The driver's part of an MR.
     type Mr: Send + Sync;
+    /// The driver's part of a CQ.
+    type Cq: Send + Sync;
+    /// The driver's part of a QP.
+    type Qp: Send + Sync;
 
     /// Device attributes (`query_device`).
     fn query_device(&self) -> Result<DeviceAttr>;
@@ -101,6 +118,38 @@ pub(crate) trait Driver: Sync + Sized {
         mem: &UserMemory<'_>,
         udata: Option<&Udata<'_>>,
     ) -> Result<(Self::Mr, MrKeys)>;
+    /// A new CQ of user context `uctx`, whose memory `mem` pins; `udata` holds the
+    /// provider's request and takes the response. (Kernel CQs are not offered.)
+    fn create_cq(
+        &self,
+        uctx: &Self::Ucontext,
+        init: &CqInit,
+        mem: &UserPages<'_>,
+        udata: &Udata<'_>,
+    ) -> Result<(Self::Cq, CqCreated)>;
+    /// A new QP of user context `uctx` on `pd`, completing to `send_cq` and `recv_cq`;
+    /// its number and the capabilities it has. (Kernel QPs are not offered.)
+    #[expect(clippy::too_many_arguments)]
+    fn create_qp(
+        &self,
+        uctx: &Self::Ucontext,
+        pd: &Self::Pd,
+        send_cq: &Self::Cq,
+        recv_cq: &Self::Cq,
+        init: &QpInit,
+        mem: &UserPages<'_>,
+        udata: &Udata<'_>,
+    ) -> Result<(Self::Qp, u32, QpCaps)>;
+    /// Modifies `qp`: the attributes `mask` names, from `attr`.
+    fn modify_qp(
+        &self,
+        qp: &Self::Qp,
+        attr: &QpAttr,
+        mask: QpAttrMask,
+        udata: Option<&Udata<'_>>,
+    ) -> Result;
+    /// `qp`'s attributes and capabilities.
+    fn query_qp(&self, qp: &Self::Qp) -> Result<(QpAttr, QpCaps)>;
 }
 
 impl DeviceAttr {
@@ -123,6 +172,8 @@ impl DeviceAttr {
         attr.max_mr = self.max_mr;
         attr.max_pd = self.max_pd;
         attr.max_pkeys = 1;
+        attr.max_qp_rd_atom = self.max_qp_rd_atom;
+        attr.max_qp_init_rd_atom = self.max_qp_rd_atom;
     }
 }
 

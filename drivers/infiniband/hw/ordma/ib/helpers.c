@@ -72,6 +72,26 @@ const size_t ordma_helper_layout[] = {
 	OFF(ib_mr, lkey),
 	OFF(ib_mr, rkey),
 	SZ(ib_block_iter),
+	SZ(ib_cq), OFF(ib_cq, device), OFF(ib_cq, comp_handler), OFF(ib_cq, event_handler),
+	OFF(ib_cq, cq_context), OFF(ib_cq, cqe),
+	SZ(ib_cq_init_attr), OFF(ib_cq_init_attr, cqe), OFF(ib_cq_init_attr, comp_vector),
+	OFF(ib_cq_init_attr, flags),
+	SZ(ib_qp), OFF(ib_qp, device), OFF(ib_qp, pd), OFF(ib_qp, send_cq), OFF(ib_qp, recv_cq),
+	OFF(ib_qp, event_handler), OFF(ib_qp, qp_context), OFF(ib_qp, qp_num), OFF(ib_qp, qp_type),
+	SZ(ib_qp_init_attr), OFF(ib_qp_init_attr, send_cq), OFF(ib_qp_init_attr, recv_cq),
+	OFF(ib_qp_init_attr, srq), OFF(ib_qp_init_attr, xrcd), OFF(ib_qp_init_attr, cap),
+	OFF(ib_qp_init_attr, sq_sig_type), OFF(ib_qp_init_attr, qp_type),
+	OFF(ib_qp_init_attr, create_flags), OFF(ib_qp_init_attr, rwq_ind_tbl),
+	SZ(ib_qp_cap),
+	SZ(ib_qp_attr), OFF(ib_qp_attr, qp_state), OFF(ib_qp_attr, path_mtu), OFF(ib_qp_attr, qkey),
+	OFF(ib_qp_attr, dest_qp_num), OFF(ib_qp_attr, qp_access_flags), OFF(ib_qp_attr, cap),
+	OFF(ib_qp_attr, ah_attr), OFF(ib_qp_attr, pkey_index), OFF(ib_qp_attr, en_sqd_async_notify),
+	OFF(ib_qp_attr, min_rnr_timer), OFF(ib_qp_attr, port_num), OFF(ib_qp_attr, timeout),
+	OFF(ib_qp_attr, rnr_retry), OFF(ib_qp_attr, rate_limit),
+	SZ(rdma_ah_attr), OFF(rdma_ah_attr, grh), OFF(rdma_ah_attr, sl), OFF(rdma_ah_attr, port_num),
+	OFF(rdma_ah_attr, ah_flags), OFF(rdma_ah_attr, type),
+	OFF(ib_global_route, dgid), OFF(ib_global_route, flow_label),
+	OFF(ib_global_route, traffic_class),
 };
 const size_t ordma_helper_layout_len = ARRAY_SIZE(ordma_helper_layout);
 
@@ -117,6 +137,16 @@ struct ib_umem *ordma_helper_umem_dmabuf_get_pinned(struct ib_device *dev, unsig
 struct ib_udata *ordma_helper_attrs_driver_udata(struct uverbs_attr_bundle *attrs)
 {
 	return attrs ? &attrs->driver_udata : NULL;
+}
+
+struct ib_ucontext *ordma_helper_attrs_ucontext(struct uverbs_attr_bundle *attrs)
+{
+	return attrs ? attrs->context : NULL;
+}
+
+struct ib_ucontext *ordma_helper_udata_ucontext(struct ib_udata *udata)
+{
+	return udata ? rdma_udata_to_uverbs_attr_bundle(udata)->context : NULL;
 }
 
 void ordma_helper_umem_release(struct ib_umem *umem)

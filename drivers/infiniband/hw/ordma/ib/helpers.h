@@ -53,6 +53,13 @@ struct ib_umem *ordma_helper_umem_dmabuf_get_pinned(struct ib_device *dev, unsig
 struct uverbs_attr_bundle;
 struct ib_udata *ordma_helper_attrs_driver_udata(struct uverbs_attr_bundle *attrs);
 
+/* The user context of an ioctl verb (attrs->context), NULL without attrs. */
+struct ib_ucontext *ordma_helper_attrs_ucontext(struct uverbs_attr_bundle *attrs);
+
+/* The user context of a verb's driver udata (rdma_udata_to_drv_context()), NULL for none. */
+struct ib_udata;
+struct ib_ucontext *ordma_helper_udata_ucontext(struct ib_udata *udata);
+
 /* ib_umem_num_dma_blocks() and rdma_umem_for_each_dma_block()'s steps (static inlines). */
 size_t ordma_helper_umem_num_dma_blocks(struct ib_umem *umem, unsigned long pgsz);
 void ordma_helper_umem_block_iter_start(struct ib_block_iter *biter, struct ib_umem *umem,

@@ -12,23 +12,27 @@
 //! `extern "C"` callback is in `trampolines`.
 
 mod bindings;
+mod cq;
 mod device;
 mod driver;
 mod event;
 mod mr;
 mod pd;
+mod qp;
 mod trampolines;
 mod ucontext;
 mod udata;
 mod umem;
 
+pub(crate) use cq::{CqCreated, CqInit};
 pub(crate) use device::Registration;
 pub(crate) use driver::{DeviceAttr, Driver, PortAttr};
-pub(crate) use event::EventSink;
+pub(crate) use event::{EventSink, QpEvent};
 pub(crate) use mr::MrKeys;
+pub(crate) use qp::{modify_qp_is_ok, AhAttr, Grh, QpAttr, QpAttrMask, QpCaps, QpInit, QpType};
 pub(crate) use ucontext::{Mapping, MmapHandle, UserContext};
 pub(crate) use udata::{check_comp_mask, uapi, Udata};
-pub(crate) use umem::{Access, Umem, UserMemory};
+pub(crate) use umem::{Access, PageSize, Umem, UserMemory, UserPages};
 
 use core::mem::{offset_of, size_of};
 
@@ -124,6 +128,60 @@ const LAYOUT: &[(&str, usize)] = &[
     layout!(ib_mr.lkey),
     layout!(ib_mr.rkey),
     layout!(size ib_block_iter),
+    layout!(size ib_cq),
+    layout!(ib_cq.device),
+    layout!(ib_cq.comp_handler),
+    layout!(ib_cq.event_handler),
+    layout!(ib_cq.cq_context),
+    layout!(ib_cq.cqe),
+    layout!(size ib_cq_init_attr),
+    layout!(ib_cq_init_attr.cqe),
+    layout!(ib_cq_init_attr.comp_vector),
+    layout!(ib_cq_init_attr.flags),
+    layout!(size ib_qp),
+    layout!(ib_qp.device),
+    layout!(ib_qp.pd),
+    layout!(ib_qp.send_cq),
+    layout!(ib_qp.recv_cq),
+    layout!(ib_qp.event_handler),
+    layout!(ib_qp.qp_context),
+    layout!(ib_qp.qp_num),
+    layout!(ib_qp.qp_type),
+    layout!(size ib_qp_init_attr),
+    layout!(ib_qp_init_attr.send_cq),
+    layout!(ib_qp_init_attr.recv_cq),
+    layout!(ib_qp_init_attr.srq),
+    layout!(ib_qp_init_attr.xrcd),
+    layout!(ib_qp_init_attr.cap),
+    layout!(ib_qp_init_attr.sq_sig_type),
+    layout!(ib_qp_init_attr.qp_type),
+    layout!(ib_qp_init_attr.create_flags),
+    layout!(ib_qp_init_attr.rwq_ind_tbl),
+    layout!(size ib_qp_cap),
+    layout!(size ib_qp_attr),
+    layout!(ib_qp_attr.qp_state),
+    layout!(ib_qp_attr.path_mtu),
+    layout!(ib_qp_attr.qkey),
+    layout!(ib_qp_attr.dest_qp_num),
+    layout!(ib_qp_attr.qp_access_flags),
+    layout!(ib_qp_attr.cap),
+    layout!(ib_qp_attr.ah_attr),
+    layout!(ib_qp_attr.pkey_index),
+    layout!(ib_qp_attr.en_sqd_async_notify),
+    layout!(ib_qp_attr.min_rnr_timer),
+    layout!(ib_qp_attr.port_num),
+    layout!(ib_qp_attr.timeout),
+    layout!(ib_qp_attr.rnr_retry),
+    layout!(ib_qp_attr.rate_limit),
+    layout!(size rdma_ah_attr),
+    layout!(rdma_ah_attr.grh),
+    layout!(rdma_ah_attr.sl),
+    layout!(rdma_ah_attr.port_num),
+    layout!(rdma_ah_attr.ah_flags),
+    layout!(rdma_ah_attr.type_),
+    layout!(ib_global_route.dgid),
+    layout!(ib_global_route.flow_label),
+    layout!(ib_global_route.traffic_class),
 ];
 
 /// Proof that the generated bindings match the C compiler's view of ib_core.

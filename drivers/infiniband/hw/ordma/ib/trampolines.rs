@@ -16,13 +16,15 @@ use kernel::{ffi, prelude::*, ModuleMetadata};
 
 use super::{
     bindings as b,
-    device::data,
+    cq::{CqInit, IbCq},
+    device::{self, data},
     driver::{format_fw_version, Driver},
     mr::IbMr,
     pd::IbPd,
+    qp::{IbQp, QpAttr, QpAttrMask, QpInit},
     ucontext::{IbUcontext, Mapping, MmapEntry, UserContext},
     udata::Udata,
-    umem::{Access, Source, UserMemory},
+    umem::{Access, Source, UserMemory, UserPages},
 };
 
 /// What `kzalloc` guarantees every allocation's alignment to be (`ARCH_KMALLOC_MINALIGN`,
@@ -259,34 +261,240 @@ unsafe extern "C" fn dealloc_pd<T: Driver>(pd: *mut b::ib_pd, _udata: *mut b::ib
     0
 }
 
-// Verbs that need objects no driver has yet. ib_core requires them to register.
+/// The driver's part of the user context `uctx`.
+///
 /// # Safety
 ///
-/// See `query_device`.
-unsafe extern "C" fn create_qp(
-    _qp: *mut b::ib_qp,
-    _attr: *mut b::ib_qp_init_attr,
-    _udata: *mut b::ib_udata,
-) -> i32 {
-    EOPNOTSUPP.to_errno()
+/// `uctx` is null or a live context of ours (one `alloc_ucontext` set up), for `'a`.
+unsafe fn ucontext_data<'a, T: Driver>(uctx: *mut b::ib_ucontext) -> Option<&'a T::Ucontext> {
+    if uctx.is_null() {
+        return None;
+    }
+    // SAFETY: a live context of ours (caller), initialised by `alloc_ucontext`.
+    Some(unsafe { (*uctx.cast::<IbUcontext<T>>()).data.assume_init_ref() })
 }
+
+/// The driver's part of CQ `cq`.
+///
 /// # Safety
 ///
-/// See `query_device`.
-unsafe extern "C" fn modify_qp(
-    _qp: *mut b::ib_qp,
-    _attr: *mut b::ib_qp_attr,
-    _mask: i32,
-    _udata: *mut b::ib_udata,
-) -> i32 {
-    EOPNOTSUPP.to_errno()
+/// `cq` is null or a live CQ of ours (one `create_cq` set up), for `'a`.
+unsafe fn cq_data<'a, T: Driver>(cq: *mut b::ib_cq) -> Option<&'a T::Cq> {
+    if cq.is_null() {
+        return None;
+    }
+    // SAFETY: a live CQ of ours (caller), initialised by `create_cq`.
+    Some(unsafe { (*cq.cast::<IbCq<T>>()).data.assume_init_ref() })
 }
+
 /// # Safety
 ///
-/// See `query_device`.
-unsafe extern "C" fn destroy_qp(_qp: *mut b::ib_qp, _udata: *mut b::ib_udata) -> i32 {
+/// See `query_device`; `cq` is a zeroed `IbCq<T>` with ib_core's fields set, `attrs` the
+/// verb's bundle (null for a kernel caller).
+unsafe extern "C" fn create_cq<T: Driver>(
+    cq: *mut b::ib_cq,
+    attr: *const b::ib_cq_init_attr,
+    attrs: *mut b::uverbs_attr_bundle,
+) -> i32 {
+    // Only user CQs: a kernel caller has no bundle.
+    // SAFETY: `attrs` is null or valid for the call (contract).
+    let (udata, uctx) = unsafe {
+        (
+            b::ordma_helper_attrs_driver_udata(attrs),
+            b::ordma_helper_attrs_ucontext(attrs),
+        )
+    };
+    // SAFETY: the bundle's udata and context are valid for the call; the context is ours.
+    let (Some(u), Some(uctx)) = (unsafe { Udata::from_raw(udata) }, unsafe {
+        ucontext_data::<T>(uctx)
+    }) else {
+        return EOPNOTSUPP.to_errno();
+    };
+    // SAFETY: `cq` and `attr` are valid for the call; the device is one of ours.
+    let (ib, d, events, init) = unsafe {
+        let ib = (*cq).device;
+        (
+            NonNull::new(ib),
+            data::<T>(ib),
+            device::events::<T>(ib),
+            CqInit {
+                cqe: (*attr).cqe,
+                flags: (*attr).flags,
+            },
+        )
+    };
+    let Some(ib) = ib else {
+        return EINVAL.to_errno();
+    };
+    // SAFETY: `ib` is registered, and the verb runs in its caller's process.
+    let pages = unsafe { UserPages::new(ib) };
+    let (v, created) = match d.create_cq(uctx, &init, &pages, &u) {
+        Ok(r) => r,
+        Err(e) => return e.to_errno(),
+    };
+    let Ok(cqe) = i32::try_from(created.cqe) else {
+        return EINVAL.to_errno();
+    };
+    let icq = cq.cast::<IbCq<T>>();
+    // SAFETY: `cq` is an `IbCq<T>` (size_ib_cq), exclusively ours until we return.
+    unsafe {
+        (*icq).data.write(v);
+        (*icq).num = created.num;
+        (*cq).cqe = cqe;
+    }
+    // SAFETY: the CQ is created, and `destroy_cq` removes it before dropping it.
+    match unsafe { events.add_cq(created.num, NonNull::from(&mut *cq)) } {
+        Ok(()) => 0,
+        Err(e) => {
+            // SAFETY: initialised above; ib_core frees the CQ after a failed create.
+            unsafe { (*icq).data.assume_init_drop() };
+            e.to_errno()
+        }
+    }
+}
+
+/// # Safety
+///
+/// See `query_device`; `cq` is one `create_cq` set up, destroyed once (ib_core checks
+/// that no QP uses it).
+unsafe extern "C" fn destroy_cq<T: Driver>(cq: *mut b::ib_cq, _udata: *mut b::ib_udata) -> i32 {
+    // SAFETY: a live CQ of ours; no event reaches it once removed, then this is the last
+    // use of its data.
+    unsafe {
+        let icq = cq.cast::<IbCq<T>>();
+        device::events::<T>((*cq).device).remove_cq((*icq).num);
+        (*icq).data.assume_init_drop();
+    }
     0
 }
+
+/// # Safety
+///
+/// See `query_device`; `qp` is a zeroed `IbQp<T>` with ib_core's fields set (device, PD),
+/// `init` the creator's request with live CQs of ours.
+unsafe extern "C" fn create_qp<T: Driver>(
+    qp: *mut b::ib_qp,
+    init: *mut b::ib_qp_init_attr,
+    udata: *mut b::ib_udata,
+) -> i32 {
+    // Only user QPs: a kernel caller has no udata.
+    // SAFETY: `udata` is null or valid for the call; its context is ours.
+    let (Some(u), Some(uctx)) = (unsafe { Udata::from_raw(udata) }, unsafe {
+        ucontext_data::<T>(b::ordma_helper_udata_ucontext(udata))
+    }) else {
+        return EOPNOTSUPP.to_errno();
+    };
+    // SAFETY: `qp` and `init` are valid for the call; the device, PD and CQs are ours and
+    // live (ib_core holds references for the call).
+    let (ib, d, events, pd, send_cq, recv_cq, req) = unsafe {
+        let ib = (*qp).device;
+        let pd = (*qp).pd;
+        (
+            NonNull::new(ib),
+            data::<T>(ib),
+            device::events::<T>(ib),
+            (!pd.is_null()).then(|| (*pd.cast::<IbPd<T>>()).data.assume_init_ref()),
+            cq_data::<T>((*init).send_cq),
+            cq_data::<T>((*init).recv_cq),
+            QpInit::from_raw(&*init),
+        )
+    };
+    let (Some(ib), Some(pd), Some(send_cq), Some(recv_cq)) = (ib, pd, send_cq, recv_cq) else {
+        return EINVAL.to_errno();
+    };
+    // SAFETY: `ib` is registered, and the verb runs in its caller's process.
+    let pages = unsafe { UserPages::new(ib) };
+    let (v, num, caps) = match d.create_qp(uctx, pd, send_cq, recv_cq, &req, &pages, &u) {
+        Ok(r) => r,
+        Err(e) => return e.to_errno(),
+    };
+    let iqp = qp.cast::<IbQp<T>>();
+    // SAFETY: `qp` is an `IbQp<T>` (size_ib_qp), exclusively ours until we return; `init`
+    // is the caller's to read back.
+    unsafe {
+        (*iqp).data.write(v);
+        (*iqp).sq_sig_all = req.sq_sig_all;
+        (*qp).qp_num = num;
+        caps.fill(&mut (*init).cap);
+    }
+    // SAFETY: the QP is created, and `destroy_qp` removes it before dropping it.
+    match unsafe { events.add_qp(num, NonNull::from(&mut *qp)) } {
+        Ok(()) => 0,
+        Err(e) => {
+            // SAFETY: initialised above; ib_core frees the QP after a failed create.
+            unsafe { (*iqp).data.assume_init_drop() };
+            e.to_errno()
+        }
+    }
+}
+
+/// # Safety
+///
+/// See `query_device`; `qp` is a live QP of ours, `attr` valid for the call.
+unsafe extern "C" fn modify_qp<T: Driver>(
+    qp: *mut b::ib_qp,
+    attr: *mut b::ib_qp_attr,
+    mask: i32,
+    udata: *mut b::ib_udata,
+) -> i32 {
+    let mask = QpAttrMask::from_raw(mask);
+    // SAFETY: see the contract; the QP's data was initialised by `create_qp`.
+    let (d, v, a, u) = unsafe {
+        (
+            data::<T>((*qp).device),
+            (*qp.cast::<IbQp<T>>()).data.assume_init_ref(),
+            QpAttr::from_raw(&*attr, mask),
+            Udata::from_raw(udata),
+        )
+    };
+    ret(a.and_then(|a| d.modify_qp(v, &a, mask, u.as_ref())))
+}
+
+/// # Safety
+///
+/// See `query_device`; `qp` is a live QP of ours, `attr` and `init` valid and zeroed.
+unsafe extern "C" fn query_qp<T: Driver>(
+    qp: *mut b::ib_qp,
+    attr: *mut b::ib_qp_attr,
+    _mask: i32,
+    init: *mut b::ib_qp_init_attr,
+) -> i32 {
+    // SAFETY: see the contract.
+    let (d, iqp) = unsafe { (data::<T>((*qp).device), &*qp.cast::<IbQp<T>>()) };
+    // SAFETY: initialised by `create_qp`.
+    let v = unsafe { iqp.data.assume_init_ref() };
+    ret(d.query_qp(v).map(|(a, caps)| {
+        // SAFETY: `attr` and `init` are valid for the call and ours to fill.
+        let (attr, init) = unsafe { (&mut *attr, &mut *init) };
+        a.fill(attr);
+        caps.fill(&mut attr.cap);
+        caps.fill(&mut init.cap);
+        init.qp_type = iqp.ib.qp_type;
+        init.send_cq = iqp.ib.send_cq;
+        init.recv_cq = iqp.ib.recv_cq;
+        init.sq_sig_type = if iqp.sq_sig_all {
+            b::ib_sig_type_IB_SIGNAL_ALL_WR
+        } else {
+            b::ib_sig_type_IB_SIGNAL_REQ_WR
+        };
+    }))
+}
+
+/// # Safety
+///
+/// See `query_device`; `qp` is one `create_qp` set up, destroyed once.
+unsafe extern "C" fn destroy_qp<T: Driver>(qp: *mut b::ib_qp, _udata: *mut b::ib_udata) -> i32 {
+    // SAFETY: a live QP of ours; no event reaches it once removed, then this is the last
+    // use of its data.
+    unsafe {
+        device::events::<T>((*qp).device).remove_qp((*qp).qp_num);
+        (*qp.cast::<IbQp<T>>()).data.assume_init_drop();
+    }
+    0
+}
+
+// Fast-path verbs: a user's provider runs them in its process; kernel QPs and CQs are not
+// offered, so ib_core never calls these for ours.
 /// # Safety
 ///
 /// See `query_device`.
@@ -306,22 +514,6 @@ unsafe extern "C" fn post_recv(
     _bad: *mut *const b::ib_recv_wr,
 ) -> i32 {
     EOPNOTSUPP.to_errno()
-}
-/// # Safety
-///
-/// See `query_device`.
-unsafe extern "C" fn create_cq(
-    _cq: *mut b::ib_cq,
-    _attr: *const b::ib_cq_init_attr,
-    _attrs: *mut b::uverbs_attr_bundle,
-) -> i32 {
-    EOPNOTSUPP.to_errno()
-}
-/// # Safety
-///
-/// See `query_device`.
-unsafe extern "C" fn destroy_cq(_cq: *mut b::ib_cq, _udata: *mut b::ib_udata) -> i32 {
-    0
 }
 /// # Safety
 ///
@@ -486,20 +678,20 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         uverbs_abi_ver: b::ORDMA_UVERBS_ABI_VERSION,
         alloc_pd: Some(alloc_pd::<T>),
         alloc_ucontext: Some(alloc_ucontext::<T>),
-        create_cq: Some(create_cq),
-        create_qp: Some(create_qp),
+        create_cq: Some(create_cq::<T>),
+        create_qp: Some(create_qp::<T>),
         dealloc_pd: Some(dealloc_pd::<T>),
         dealloc_ucontext: Some(dealloc_ucontext::<T>),
         dereg_mr: Some(dereg_mr::<T>),
-        destroy_cq: Some(destroy_cq),
-        destroy_qp: Some(destroy_qp),
+        destroy_cq: Some(destroy_cq::<T>),
+        destroy_qp: Some(destroy_qp::<T>),
         disassociate_ucontext: Some(disassociate_ucontext::<T>),
         get_dev_fw_str: Some(get_dev_fw_str::<T>),
         get_dma_mr: Some(get_dma_mr),
         get_port_immutable: Some(get_port_immutable::<T>),
         mmap: Some(mmap::<T>),
         mmap_free: Some(mmap_free::<T>),
-        modify_qp: Some(modify_qp),
+        modify_qp: Some(modify_qp::<T>),
         poll_cq: Some(poll_cq),
         post_recv: Some(post_recv),
         post_send: Some(post_send),
@@ -507,12 +699,13 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         query_gid: Some(query_gid::<T>),
         query_pkey: Some(query_pkey::<T>),
         query_port: Some(query_port::<T>),
+        query_qp: Some(query_qp::<T>),
         reg_user_mr: Some(reg_user_mr::<T>),
         reg_user_mr_dmabuf: Some(reg_user_mr_dmabuf::<T>),
         req_notify_cq: Some(req_notify_cq),
-        size_ib_cq: size_of::<b::ib_cq>(),
+        size_ib_cq: const { object_size::<IbCq<T>>() },
         size_ib_pd: const { object_size::<IbPd<T>>() },
-        size_ib_qp: size_of::<b::ib_qp>(),
+        size_ib_qp: const { object_size::<IbQp<T>>() },
         size_ib_ucontext: const { object_size::<IbUcontext<T>>() },
         ..Default::default()
     };

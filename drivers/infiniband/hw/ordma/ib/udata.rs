@@ -14,7 +14,9 @@ use super::bindings as b;
 pub(crate) mod uapi {
     pub(crate) use super::b::{
         ordma_ibv_alloc_pd_resp as AllocPdResp, ordma_ibv_alloc_ucontext_cmd as AllocUcontextCmd,
-        ordma_ibv_alloc_ucontext_resp as AllocUcontextResp, ORDMA_DB_PAGE_SIZE as DB_PAGE_SIZE,
+        ordma_ibv_alloc_ucontext_resp as AllocUcontextResp, ordma_ibv_create_cq_cmd as CreateCqCmd,
+        ordma_ibv_create_cq_resp as CreateCqResp, ordma_ibv_create_qp_cmd as CreateQpCmd,
+        ordma_ibv_create_qp_resp as CreateQpResp, ORDMA_DB_PAGE_SIZE as DB_PAGE_SIZE,
     };
 }
 
@@ -42,6 +44,26 @@ unsafe impl Uapi for uapi::AllocUcontextResp {
 }
 // SAFETY: generated from the uapi header: `__u32` fields only, 8 bytes.
 unsafe impl Uapi for uapi::AllocPdResp {
+    const MIN_SIZE: usize = size_of::<Self>();
+}
+
+// SAFETY: generated from the uapi header: `__u32`, `__u8`, `__u16` and `__aligned_u64`
+// fields, every padding byte named, 24 bytes.
+unsafe impl Uapi for uapi::CreateCqCmd {
+    // ABI version 1 introduced every field.
+    const MIN_SIZE: usize = size_of::<Self>();
+}
+// SAFETY: generated from the uapi header: `__u32` fields only, 8 bytes.
+unsafe impl Uapi for uapi::CreateCqResp {
+    const MIN_SIZE: usize = size_of::<Self>();
+}
+// SAFETY: generated from the uapi header: `__u32`, `__u8` and `__aligned_u64` fields, no
+// padding, 24 bytes.
+unsafe impl Uapi for uapi::CreateQpCmd {
+    const MIN_SIZE: usize = size_of::<Self>();
+}
+// SAFETY: generated from the uapi header: `__u32` fields only, 8 bytes.
+unsafe impl Uapi for uapi::CreateQpResp {
     const MIN_SIZE: usize = size_of::<Self>();
 }
 

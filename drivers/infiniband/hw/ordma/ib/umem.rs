@@ -181,6 +181,52 @@ impl UserMemory<'_> {
     }
 }
 
+/// The calling process's memory, as a verb that creates a queue pins it for the device.
+///
+/// # Invariants
+///
+/// `ib` is a registered device, and the value lives only for the verb call, in the
+/// context of the process that made it.
+pub(crate) struct UserPages<'a> {
+    ib: NonNull<b::ib_device>,
+    _p: PhantomData<&'a b::ib_device>,
+}
+
+impl UserPages<'_> {
+    /// # Safety
+    ///
+    /// `ib` is a registered device; the value is used only during the verb call that made
+    /// it, in the calling process.
+    pub(super) unsafe fn new(ib: NonNull<b::ib_device>) -> Self {
+        // INVARIANT: the caller guarantees both.
+        Self {
+            ib,
+            _p: PhantomData,
+        }
+    }
+
+    /// Pins `[start, start + len)` of the process's memory for the device to read and
+    /// write (a queue's ring or record).
+    ///
+    /// # Errors
+    ///
+    /// As [`UserMemory::pin`].
+    pub(crate) fn pin(&self, start: u64, len: u64) -> Result<Umem> {
+        // SAFETY: `ib` is registered and this is the verb's call, in its process
+        // (invariant).
+        let mem = unsafe {
+            UserMemory::new(
+                self.ib,
+                Source::Va { start },
+                len,
+                start,
+                Access::LOCAL_WRITE,
+            )
+        };
+        mem.pin()
+    }
+}
+
 /// Pinned, DMA-mapped user memory; dropping it unmaps and unpins it
 /// (`ib_umem_release`).
 ///
@@ -255,6 +301,10 @@ impl Umem {
 pub(crate) struct PageSize(u64);
 
 impl PageSize {
+    /// The CPU's page size.
+    // CAST: `PAGE_SIZE` is a `usize` of at most 64 bits.
+    pub(crate) const CPU: Self = Self(kernel::page::PAGE_SIZE as u64);
+
     /// The size in bytes.
     pub(crate) fn bytes(self) -> u64 {
         self.0

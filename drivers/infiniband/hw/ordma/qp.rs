@@ -1,0 +1,372 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Queue pairs (RC): send and receive rings in the user's memory, pinned here and given to
+//! the NIC with `CREATE_QP`; the IB state machine, checked here by ib_core's own table and
+//! the NIC's value rules before `MODIFY_QP`, and held by the NIC (`hardware.md`, "Queue
+//! pairs").
+
+use kernel::{
+    new_mutex,
+    prelude::*,
+    sync::{Arc, Mutex},
+};
+
+use crate::{
+    cq::Cq,
+    hw,
+    ib::{self, uapi},
+    nic::Nic,
+    pages::NicMemory,
+    pd::Pd,
+    ucontext::Ucontext,
+};
+
+// The NIC's attribute mask is ib_core's (`IB_QP_*`): it is passed through unchanged.
+const _: () = {
+    assert!(hw::QP_ATTR_STATE == ib::QpAttrMask::STATE);
+    assert!(hw::QP_ATTR_CUR_STATE == ib::QpAttrMask::CUR_STATE);
+    assert!(hw::QP_ATTR_AV == ib::QpAttrMask::AV);
+};
+
+/// The most inline bytes a send WQE holds: the largest WQE less its two segments.
+pub(crate) const MAX_INLINE: u32 = (1 << hw::WQE_LOG_SIZE_MAX) - hw::SQ_WQE_BASE;
+
+/// The device limits a QP is checked against.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct QpLimits {
+    /// Work requests per queue.
+    pub(crate) max_wr: u32,
+    /// SGEs per work request.
+    pub(crate) max_sge: u32,
+    /// The port's active MTU (an `enum ib_mtu` code): the largest path MTU.
+    pub(crate) max_mtu: u8,
+}
+
+/// A QP on the NIC; dropping it destroys it there.
+pub(crate) struct Qp<'bound> {
+    nic: Arc<Nic<'bound>>,
+    qpn: u32,
+    caps: ib::QpCaps,
+    max_mtu: u8,
+    /// The state as last set or queried; the lock serialises modifies. (Boxed: ib_core's
+    /// allocation is filled by moving the QP in.)
+    state: Pin<KBox<Mutex<u8>>>,
+    /// `None` only while being dropped.
+    memory: Option<NicMemory>,
+}
+
+/// One work queue as the provider sized it: checked, then described to the NIC.
+struct Queue {
+    log_depth: u8,
+    log_wqe_size: u8,
+    addr: u64,
+}
+
+impl Queue {
+    /// Checks that the queue holds `wr` work requests (at most `limits.max_wr`) of at
+    /// least `wqe_min` bytes, in sizes the NIC has.
+    fn check(&self, wr: u32, wqe_min: u32, limits: &QpLimits) -> Result {
+        let depth = 1u32.checked_shl(self.log_depth.into()).ok_or(EINVAL)?;
+        let wqe = 1u32.checked_shl(self.log_wqe_size.into()).ok_or(EINVAL)?;
+        if self.log_depth > hw::MAX_QUEUE_LOG_DEPTH
+            || depth < wr.max(1)
+            || depth > limits.max_wr
+            || !(hw::WQE_LOG_SIZE_MIN..=hw::WQE_LOG_SIZE_MAX).contains(&self.log_wqe_size)
+            || wqe < wqe_min
+        {
+            return Err(EINVAL);
+        }
+        Ok(())
+    }
+
+    fn bytes(&self) -> u64 {
+        1u64 << (self.log_depth + self.log_wqe_size)
+    }
+
+    fn wqe_size(&self) -> u32 {
+        1 << self.log_wqe_size
+    }
+}
+
+/// The SGEs a WQE of `wqe` bytes holds after `base` bytes of segments, at most `max`.
+fn sges(wqe: u32, base: u32, max: u32) -> u32 {
+    ((wqe - base) / hw::WQE_SGE_SIZE).min(max)
+}
+
+impl<'bound> Qp<'bound> {
+    /// Checks the request (type, capabilities against `limits`, the provider's rings,
+    /// `uapi.md` CREATE_QP), pins the rings, creates the QP on the NIC (in `RESET`) and
+    /// answers with its number; returns the capabilities it has.
+    ///
+    /// # Errors
+    ///
+    /// `EOPNOTSUPP` for a type other than RC, an SRQ, create flags, unknown `comp_mask`
+    /// bits; `EINVAL` for capabilities beyond the device's or the rings' (`uapi.md`), a
+    /// misaligned ring; the pinning's errors; `ENOMEM` when the NIC has no free QP; `EIO`,
+    /// `ETIMEDOUT` from a dead or silent NIC.
+    #[expect(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        nic: &Arc<Nic<'bound>>,
+        uctx: &Ucontext<'bound>,
+        pd: &Pd<'bound>,
+        send_cq: &Cq<'bound>,
+        recv_cq: &Cq<'bound>,
+        init: &ib::QpInit,
+        limits: &QpLimits,
+        pages: &ib::UserPages<'_>,
+        udata: &ib::Udata<'_>,
+    ) -> Result<(Self, u32, ib::QpCaps)> {
+        if init.qp_type != ib::QpType::Rc || init.has_srq || init.create_flags != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        let cmd: uapi::CreateQpCmd = udata.read()?;
+        ib::check_comp_mask(cmd.comp_mask.into(), 0)?;
+        let want = &init.caps;
+        if want.max_send_wr > limits.max_wr
+            || want.max_recv_wr > limits.max_wr
+            || want.max_send_sge > limits.max_sge
+            || want.max_recv_sge > limits.max_sge
+            || want.max_inline_data > MAX_INLINE
+        {
+            return Err(EINVAL);
+        }
+        let sq = Queue {
+            log_depth: cmd.sq_log_depth,
+            log_wqe_size: cmd.sq_log_wqe_size,
+            addr: cmd.sq_buf_addr,
+        };
+        let sq_wqe_min = (hw::SQ_WQE_BASE + hw::WQE_SGE_SIZE * want.max_send_sge)
+            .max(hw::SQ_WQE_BASE + want.max_inline_data);
+        sq.check(want.max_send_wr, sq_wqe_min, limits)?;
+        let rq = Queue {
+            log_depth: cmd.rq_log_depth,
+            log_wqe_size: cmd.rq_log_wqe_size,
+            addr: cmd.rq_buf_addr,
+        };
+        let has_rq = want.max_recv_wr > 0;
+        if has_rq {
+            rq.check(
+                want.max_recv_wr,
+                hw::RQ_WQE_BASE + hw::WQE_SGE_SIZE * want.max_recv_sge,
+                limits,
+            )?;
+        } else if rq.log_depth != 0 || rq.log_wqe_size != 0 || rq.addr != 0 {
+            return Err(EINVAL);
+        }
+        let caps = ib::QpCaps {
+            max_send_wr: 1 << sq.log_depth,
+            max_recv_wr: if has_rq { 1 << rq.log_depth } else { 0 },
+            max_send_sge: sges(sq.wqe_size(), hw::SQ_WQE_BASE, limits.max_sge),
+            max_recv_sge: if has_rq {
+                sges(rq.wqe_size(), hw::RQ_WQE_BASE, limits.max_sge)
+            } else {
+                0
+            },
+            max_inline_data: sq.wqe_size() - hw::SQ_WQE_BASE,
+        };
+        let dev = nic.pdev.as_ref();
+        let mut memory = NicMemory::default();
+        let sq_ring = memory.add_ring(dev, pages, sq.addr, sq.bytes())?;
+        let rq_ring = if has_rq {
+            memory.add_ring(dev, pages, rq.addr, rq.bytes())?
+        } else {
+            hw::PageList::default()
+        };
+        let small = |v: u32| u8::try_from(v).map_err(|_| EINVAL);
+        let params = hw::CreateQpParams {
+            qp_type: hw::QP_TYPE_RC,
+            db_page: small(uctx.db_page())?,
+            max_send_sge: small(caps.max_send_sge)?,
+            max_recv_sge: small(caps.max_recv_sge)?,
+            pdn: pd.pdn(),
+            send_cqn: send_cq.cqn(),
+            recv_cqn: recv_cq.cqn(),
+            max_inline: u16::try_from(caps.max_inline_data).map_err(|_| EINVAL)?,
+            flags: 0,
+            sq: hw::WorkQueue {
+                log_depth: sq.log_depth,
+                log_wqe_size: sq.log_wqe_size,
+                ring: sq_ring,
+            },
+            rq: if has_rq {
+                hw::WorkQueue {
+                    log_depth: rq.log_depth,
+                    log_wqe_size: rq.log_wqe_size,
+                    ring: rq_ring,
+                }
+            } else {
+                hw::WorkQueue::default()
+            },
+        };
+        let state = KBox::pin_init(new_mutex!(hw::QPS_RESET, "ordma_qp_state"), GFP_KERNEL)?;
+        let (qpn, memory) = nic.create_reaching(memory, || nic.create_qp(&params))?;
+        // From here on, an error drops `qp`, which destroys it on the NIC.
+        let qp = Self {
+            nic: nic.clone(),
+            qpn,
+            caps,
+            max_mtu: limits.max_mtu,
+            state,
+            memory: Some(memory),
+        };
+        udata.respond(&uapi::CreateQpResp { comp_mask: 0, qpn })?;
+        dev_dbg!(
+            nic.pdev,
+            "QP {qpn}: SQ {} x {} bytes, RQ {} x {} bytes, doorbell page {}\n",
+            caps.max_send_wr,
+            sq.wqe_size(),
+            caps.max_recv_wr,
+            if has_rq { rq.wqe_size() } else { 0 },
+            uctx.db_page()
+        );
+        Ok((qp, qpn, caps))
+    }
+
+    /// One modify: ib_core's transition table (`ib_modify_qp_is_ok`) for the state the QP is
+    /// in (or the caller's `CUR_STATE`), the NIC's value rules, then `MODIFY_QP`.
+    ///
+    /// # Errors
+    ///
+    /// `EINVAL` for an invalid transition, mask or value (`hardware.md`, "The QP state
+    /// machine"), an alternate path or rate limit (not supported); `EOPNOTSUPP` for driver
+    /// input; `EIO`, `ETIMEDOUT` from a dead, silent or disagreeing NIC.
+    pub(crate) fn modify(
+        &self,
+        attr: &ib::QpAttr,
+        mask: ib::QpAttrMask,
+        udata: Option<&ib::Udata<'_>>,
+    ) -> Result {
+        if let Some(u) = udata {
+            u.expect_empty()?;
+        }
+        let bits = mask.bits();
+        let mut state = self.state.lock();
+        let cur = if mask.has(ib::QpAttrMask::CUR_STATE) {
+            attr.cur_qp_state
+        } else {
+            *state
+        };
+        let next = if mask.has(ib::QpAttrMask::STATE) {
+            attr.qp_state
+        } else {
+            cur
+        };
+        let a = to_hw(attr);
+        if !ib::modify_qp_is_ok(cur, next, ib::QpType::Rc, mask)
+            || !hw::rc_modify_ok(cur, next, bits)
+            || bits & hw::QP_ATTR_UNSUPPORTED != 0
+            || cur != *state
+            || !hw::qp_values_ok(bits, &a, self.max_mtu)
+        {
+            return Err(EINVAL);
+        }
+        self.nic.modify_qp(self.qpn, bits, &a)?;
+        *state = next;
+        Ok(())
+    }
+
+    /// The QP's attributes as the NIC holds them, and its capabilities.
+    pub(crate) fn query(&self) -> Result<(ib::QpAttr, ib::QpCaps)> {
+        let mut state = self.state.lock();
+        let a = self.nic.query_qp(self.qpn)?;
+        *state = a.qp_state;
+        Ok((from_hw(&a), self.caps))
+    }
+}
+
+impl Drop for Qp<'_> {
+    fn drop(&mut self) {
+        let memory = self.memory.take();
+        self.nic
+            .destroy_reaching("QP", self.qpn, memory, || self.nic.destroy_qp(self.qpn));
+    }
+}
+
+/// A byte of the NIC's attributes: an out-of-range value becomes one the NIC's rules
+/// refuse (if the mask names it).
+fn byte(v: u32) -> u8 {
+    u8::try_from(v).unwrap_or(u8::MAX)
+}
+
+/// ib_core's attributes in the NIC's format.
+fn to_hw(a: &ib::QpAttr) -> hw::QpAttr {
+    let ah = &a.ah;
+    let grh = ah.grh.unwrap_or_default();
+    hw::QpAttr {
+        qp_state: a.qp_state,
+        cur_qp_state: a.cur_qp_state,
+        path_mtu: a.path_mtu,
+        path_mig_state: a.path_mig_state,
+        qkey: a.qkey,
+        rq_psn: a.rq_psn,
+        sq_psn: a.sq_psn,
+        dest_qp_num: a.dest_qp_num,
+        // The IB access bits are the NIC's.
+        qp_access_flags: a.qp_access_flags,
+        pkey_index: a.pkey_index,
+        en_sqd_async_notify: a.en_sqd_async_notify,
+        sq_draining: 0,
+        max_rd_atomic: a.max_rd_atomic,
+        max_dest_rd_atomic: a.max_dest_rd_atomic,
+        min_rnr_timer: a.min_rnr_timer,
+        port_num: byte(a.port_num),
+        timeout: a.timeout,
+        retry_cnt: a.retry_cnt,
+        rnr_retry: a.rnr_retry,
+        rate_limit: a.rate_limit,
+        ah: hw::QpAh {
+            dlid: ah.dlid,
+            sl: ah.sl,
+            src_path_bits: ah.src_path_bits,
+            static_rate: ah.static_rate,
+            ah_flags: if ah.grh.is_some() { hw::AH_FLAG_GRH } else { 0 },
+            port_num: byte(ah.port_num),
+            dgid: grh.dgid,
+            flow_label: grh.flow_label,
+            sgid_index: grh.sgid_index,
+            hop_limit: grh.hop_limit,
+            traffic_class: grh.traffic_class,
+        },
+    }
+}
+
+/// The NIC's attributes in ib_core's terms.
+fn from_hw(a: &hw::QpAttr) -> ib::QpAttr {
+    let ah = &a.ah;
+    ib::QpAttr {
+        qp_state: a.qp_state,
+        cur_qp_state: a.cur_qp_state,
+        path_mtu: a.path_mtu,
+        path_mig_state: a.path_mig_state,
+        qkey: a.qkey,
+        rq_psn: a.rq_psn,
+        sq_psn: a.sq_psn,
+        dest_qp_num: a.dest_qp_num,
+        qp_access_flags: a.qp_access_flags,
+        pkey_index: a.pkey_index,
+        en_sqd_async_notify: a.en_sqd_async_notify,
+        sq_draining: a.sq_draining,
+        max_rd_atomic: a.max_rd_atomic,
+        max_dest_rd_atomic: a.max_dest_rd_atomic,
+        min_rnr_timer: a.min_rnr_timer,
+        port_num: a.port_num.into(),
+        timeout: a.timeout,
+        retry_cnt: a.retry_cnt,
+        rnr_retry: a.rnr_retry,
+        rate_limit: a.rate_limit,
+        ah: ib::AhAttr {
+            dlid: ah.dlid,
+            sl: ah.sl,
+            src_path_bits: ah.src_path_bits,
+            static_rate: ah.static_rate,
+            port_num: ah.port_num.into(),
+            grh: (ah.ah_flags & hw::AH_FLAG_GRH != 0).then_some(ib::Grh {
+                dgid: ah.dgid,
+                flow_label: ah.flow_label,
+                sgid_index: ah.sgid_index,
+                hop_limit: ah.hop_limit,
+                traffic_class: ah.traffic_class,
+            }),
+        },
+    }
+}
