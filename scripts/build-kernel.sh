@@ -39,7 +39,9 @@ PID=$!
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; exit 130' INT TERM
 # Progress: one line every 30 s while make runs, with how far along it is: make's steps
 # against the count of the last complete build of this variant (or the measured default).
-EXPECT=$(cat "$ORDMA_CACHE"/kernel-${ORDMA_KERNEL:+$ORDMA_KERNEL-}????????????????/.ordma-build-steps 2>/dev/null | tail -n1)
+# The step count of an earlier build, for the percentage; none on a cold cache (where the
+# glob matches nothing and cat fails: not an error).
+EXPECT=$(cat "$ORDMA_CACHE"/kernel-${ORDMA_KERNEL:+$ORDMA_KERNEL-}????????????????/.ordma-build-steps 2>/dev/null | tail -n1 || true)
 [ -n "$EXPECT" ] || EXPECT=$([ -n "${ORDMA_KERNEL:-}" ] && echo 2400 || echo 2370)
 progress() {
 	local n

@@ -3,6 +3,9 @@
 interface, with sizes and contents libibverbs would never send.
 
 Usage: uverbs_raw.py IBDEV   (e.g. ordma0)
+       uverbs_raw.py --limits IBDEV PDS CQS QPS MRS
+         (a NIC whose model reports these limits: each object can be made exactly that
+         many times, the next one gets ENOMEM, and freeing one makes room again)
 
 Checks, each with the exact errno Documentation/uapi.md promises:
   GET_CONTEXT  no or short driver request (below ABI version 1's 4 bytes) -> EINVAL; 4
@@ -19,6 +22,11 @@ Checks, each with the exact errno Documentation/uapi.md promises:
                does not have, a ring not page aligned, a misaligned doorbell record ->
                EINVAL; an unmapped ring -> EFAULT; a good request -> cqe rounded up to the
                ring's depth and the CQN; DESTROY_CQ frees it
+  CREATE_QP    (RC) short request -> EINVAL; unknown comp_mask bits -> EOPNOTSUPP; rings
+               too shallow or with WQEs too small for the capabilities asked, capabilities
+               beyond the device's, an RQ described without receive WRs -> EINVAL; UD ->
+               EOPNOTSUPP; a good request -> the capabilities the rings hold and the QPN in
+               both responses; DESTROY_QP frees it
   doorbells    63 user pages: the 64th context gets ENOMEM; closing one frees its page
 Prints one line per check; exits non-zero on the first failure.
 """
@@ -30,12 +38,19 @@ import struct
 import sys
 
 # ib_user_verbs.h command numbers
-GET_CONTEXT, ALLOC_PD, DEALLOC_PD, CREATE_CQ, DESTROY_CQ = 0, 3, 4, 18, 20
+GET_CONTEXT, ALLOC_PD, DEALLOC_PD, REG_MR, DEREG_MR = 0, 3, 4, 9, 13
+CREATE_CQ, DESTROY_CQ, CREATE_QP, DESTROY_QP = 18, 20, 24, 27
 # uapi/rdma/ordma-abi.h
 UCTX_RESP = struct.Struct("<IIQII")  # comp_mask, db_page_index, db_mmap_key, db_page_size, reserved_14
 PD_RESP = struct.Struct("<II")  # comp_mask, pdn
 CQ_CMD = struct.Struct("<IBBHQQ")  # comp_mask, log_depth, log_cqe_size, reserved_06, buf_addr, db_addr
 CQ_RESP = struct.Struct("<II")  # comp_mask, cqn
+QP_CMD = struct.Struct("<IBBBBQQ")  # comp_mask, sq/rq log depth and log WQE size, sq/rq buf_addr
+QP_RESP = struct.Struct("<II")  # comp_mask, qpn
+# ib_uverbs_create_qp_resp: qp_handle, qpn, max_send_wr, max_recv_wr, max_send_sge,
+# max_recv_sge, max_inline_data, reserved
+QP_CORE_RESP = struct.Struct("<8I")
+QPT_RC, QPT_UD = 2, 4
 DB_PAGES = 64
 
 checks = 0
@@ -71,8 +86,8 @@ def command(fd, cmd, payload, out_len):
     resp = ctypes.create_string_buffer(b"\xa5" * (out_len + 64))
     addr = ctypes.addressof(resp)
     # The core request starts with the response pointer (every command here has one,
-    # except DEALLOC_PD).
-    if cmd not in (DEALLOC_PD,):
+    # except DEALLOC_PD and DEREG_MR).
+    if cmd not in (DEALLOC_PD, DEREG_MR):
         payload = struct.pack("<Q", addr) + payload[8:]
     hdr = struct.pack("<IHH", cmd, (8 + len(payload)) // 4, out_len // 4)
     try:
@@ -137,12 +152,180 @@ def create_cq_checks(fd):
     cqns = [c for _, c in cqs]
     if len(set(cqns)) != len(cqns):
         fail(f"CQ numbers not distinct: {cqns}")
-    ok(f"CREATE_CQ x3 (one ring and record shared, pinned once each): cqe = ring depth, CQNs {cqns}")
+    ok(f"CREATE_CQ x3 over one ring and record (each pins them): cqe = ring depth, CQNs {cqns}")
     for handle, _ in cqs:
         e, _ = command(fd, DESTROY_CQ, struct.pack("<QII", 0, handle, 0), 8)
         if e:
             fail(f"DESTROY_CQ {handle}: errno {e}")
     ok("DESTROY_CQ x3")
+    create_qp_checks(fd, ring_addr, rec_addr)
+
+
+def create_qp(fd, pd, cq, caps, drv, qp_type=QPT_RC):
+    """CREATE_QP (ib_uverbs_create_qp) on PD handle `pd` with CQ handle `cq` for both
+    queues, capabilities `caps` (send_wr, recv_wr, send_sge, recv_sge, inline); returns
+    (errno, core response fields, driver response fields)."""
+    core = struct.pack("<QQIIII5IBBBB", 0, 0, pd, cq, cq, 0, *caps, 0, qp_type, 0, 0)
+    e, raw = command(fd, CREATE_QP, core + drv, QP_CORE_RESP.size + QP_RESP.size)
+    return e, QP_CORE_RESP.unpack_from(raw, 0), QP_RESP.unpack_from(raw, QP_CORE_RESP.size)
+
+
+def create_qp_checks(fd, _ring, _rec):
+    e, raw = command(fd, ALLOC_PD, b"\0" * 8, 4 + PD_RESP.size)
+    if e:
+        fail(f"ALLOC_PD: errno {e}")
+    pd, = struct.unpack_from("<I", raw, 0)
+    ring = mmap.mmap(-1, 4096)
+    rec = mmap.mmap(-1, 4096)
+    ring_addr = ctypes.addressof(ctypes.c_char.from_buffer(ring))
+    rec_addr = ctypes.addressof(ctypes.c_char.from_buffer(rec))
+    e, _, cq, _ = create_cq(fd, 16, CQ_CMD.pack(0, 4, 5, 0, ring_addr, rec_addr))
+    if e:
+        fail(f"CREATE_CQ for the QPs: errno {e}")
+    sq = mmap.mmap(-1, 64 * 1024)
+    rq = mmap.mmap(-1, 64 * 1024)
+    sq_addr = ctypes.addressof(ctypes.c_char.from_buffer(sq))
+    rq_addr = ctypes.addressof(ctypes.c_char.from_buffer(rq))
+
+    def drv(sq_d=4, sq_w=7, rq_d=4, rq_w=6, sqb=sq_addr, rqb=rq_addr, comp_mask=0):
+        return QP_CMD.pack(comp_mask, sq_d, sq_w, rq_d, rq_w, sqb, rqb)
+
+    caps = (16, 16, 4, 2, 64)  # send_wr, recv_wr, send_sge, recv_sge, inline
+    for what, c, data, want, qpt in [
+        ("CREATE_QP with a short driver request", caps, drv()[:8], errno.EINVAL, QPT_RC),
+        ("CREATE_QP with comp_mask 1", caps, drv(comp_mask=1), errno.EOPNOTSUPP, QPT_RC),
+        ("CREATE_QP of 16 send WRs in an SQ of 8", caps, drv(sq_d=3), errno.EINVAL, QPT_RC),
+        ("CREATE_QP of 16 receive WRs in an RQ of 8", caps, drv(rq_d=3), errno.EINVAL, QPT_RC),
+        ("CREATE_QP with 64-byte send WQEs for 4 SGEs (needs 96)", caps, drv(sq_w=6), errno.EINVAL, QPT_RC),
+        ("CREATE_QP with 64-byte send WQEs for 64 inline bytes (needs 96)", (16, 16, 1, 2, 64), drv(sq_w=6), errno.EINVAL, QPT_RC),
+        ("CREATE_QP with 2 KiB WQEs", caps, drv(sq_w=11), errno.EINVAL, QPT_RC),
+        ("CREATE_QP with max_send_sge beyond the device's 16", (16, 16, 17, 2, 0), drv(sq_w=10), errno.EINVAL, QPT_RC),
+        ("CREATE_QP with 993 inline bytes (beyond 1 KiB WQEs)", (16, 16, 1, 2, 993), drv(sq_w=10), errno.EINVAL, QPT_RC),
+        ("CREATE_QP with max_send_wr beyond the device's 4096", (4097, 16, 1, 1, 0), drv(sq_d=13), errno.EINVAL, QPT_RC),
+        ("CREATE_QP with an RQ but no receive WRs", (16, 0, 1, 0, 0), drv(), errno.EINVAL, QPT_RC),
+        ("CREATE_QP with an SQ ring not page aligned", caps, drv(sqb=sq_addr + 64), errno.EINVAL, QPT_RC),
+        ("CREATE_QP of type UD", caps, drv(), errno.EOPNOTSUPP, QPT_UD),
+    ]:
+        e, _, _ = create_qp(fd, pd, cq, c, data, qpt)
+        expect_errno(what, e, want)
+    qps = []
+    for c, data, want in [
+        # 16 x 128-byte send WQEs: 6 SGEs, 96 inline bytes; 16 x 64-byte receive WQEs: 3 SGEs.
+        (caps, drv(), (16, 16, 6, 3, 96)),
+        # Send only: no RQ.
+        ((5, 0, 1, 0, 0), drv(sq_d=3, sq_w=6, rq_d=0, rq_w=0, rqb=0), (8, 0, 2, 0, 32)),
+    ]:
+        e, core, (cm, qpn) = create_qp(fd, pd, cq, c, data)
+        if e:
+            fail(f"CREATE_QP with capabilities {c}: errno {errno.errorcode.get(e, e)}")
+        handle, core_qpn, *got = core[:7]
+        if tuple(got) != want or core_qpn != qpn or cm != 0 or qpn < 2:
+            fail(f"CREATE_QP {c}: capabilities {tuple(got)} (expected {want}), QPN {core_qpn}/{qpn}")
+        qps.append(handle)
+        ok(f"CREATE_QP asking {c}: QPN {qpn}, capabilities {want}")
+    for handle in qps:
+        e, _ = command(fd, DESTROY_QP, struct.pack("<QII", 0, handle, 0), 4)
+        if e:
+            fail(f"DESTROY_QP {handle}: errno {e}")
+    ok("DESTROY_QP x2")
+    e, _ = command(fd, DESTROY_CQ, struct.pack("<QII", 0, cq, 0), 8)
+    if e:
+        fail(f"DESTROY_CQ after its QPs: errno {e}")
+    e, _ = command(fd, DEALLOC_PD, struct.pack("<II", pd, 0), 0)
+    if e:
+        fail(f"DEALLOC_PD after its QPs: errno {e}")
+
+
+def fill(what, make, limit, free):
+    """Makes objects with `make()` (returns (errno, handle)) until one fails: exactly
+    `limit` must succeed and the next get ENOMEM; freeing one (`free(handle)`) makes room
+    for one more. Returns the handles."""
+    handles = []
+    while len(handles) <= limit:
+        e, h = make()
+        if e:
+            break
+        handles.append(h)
+    if len(handles) != limit:
+        fail(f"{len(handles)} {what}s made, the NIC's limit is {limit}")
+    expect_errno(f"{what} {limit + 1} (the NIC's limit is {limit})", e, errno.ENOMEM)
+    free(handles.pop())
+    e, h = make()
+    if e:
+        fail(f"no {what} after one was freed: errno {e}")
+    handles.append(h)
+    ok(f"a freed {what}'s room is reused")
+    return handles
+
+
+def limits(ibdev, pds, cqs, qps, mrs):
+    fd = os.open(uverbs_path(ibdev), os.O_RDWR)
+    e, _ = get_context(fd, struct.pack("<II", 0, 0))
+    if e:
+        fail(f"GET_CONTEXT: errno {e}")
+
+    def alloc_pd():
+        e, raw = command(fd, ALLOC_PD, b"\0" * 8, 4 + PD_RESP.size)
+        return e, struct.unpack_from("<I", raw, 0)[0]
+
+    def done(what, e):
+        if e:
+            fail(f"{what}: errno {errno.errorcode.get(e, e)}")
+
+    def free_pd(h):
+        done("DEALLOC_PD", command(fd, DEALLOC_PD, struct.pack("<II", h, 0), 0)[0])
+
+    pd_handles = fill("PD", alloc_pd, pds, free_pd)
+    pd = pd_handles[0]
+    bufs = []
+
+    def page_addr(n=1):
+        m = mmap.mmap(-1, 4096 * n)
+        bufs.append(m)
+        return ctypes.addressof(ctypes.c_char.from_buffer(m))
+
+    def create():
+        e, _, h, _ = create_cq(fd, 2, CQ_CMD.pack(0, 1, 5, 0, page_addr(), page_addr()))
+        return e, h
+
+    def destroy_cq(h):
+        done("DESTROY_CQ", command(fd, DESTROY_CQ, struct.pack("<QII", 0, h, 0), 8)[0])
+
+    cq_handles = fill("CQ", create, cqs, destroy_cq)
+    cq = cq_handles[0]
+
+    def make_qp():
+        drv = QP_CMD.pack(0, 0, 6, 0, 6, page_addr(), page_addr())
+        e, core, _ = create_qp(fd, pd, cq, (1, 1, 1, 1, 0), drv)
+        return e, core[0]
+
+    def destroy_qp(h):
+        done("DESTROY_QP", command(fd, DESTROY_QP, struct.pack("<QII", 0, h, 0), 4)[0])
+
+    qp_handles = fill("QP", make_qp, qps, destroy_qp)
+    mem = page_addr(16)
+
+    def reg_mr():
+        # ib_uverbs_reg_mr: response, start, length, hca_va, pd_handle, access_flags;
+        # response: mr_handle, lkey, rkey (and 4 bytes to keep whole words).
+        req = struct.pack("<QQQQII", 0, mem, 4096, mem, pd, 1)
+        e, raw = command(fd, REG_MR, req, 16)
+        return e, struct.unpack_from("<I", raw, 0)[0]
+
+    def dereg_mr(h):
+        done("DEREG_MR", command(fd, DEREG_MR, struct.pack("<I", h), 0)[0])
+
+    mr_handles = fill("MR", reg_mr, mrs, dereg_mr)
+    for h in qp_handles:
+        destroy_qp(h)
+    for h in cq_handles:
+        destroy_cq(h)
+    for h in mr_handles:
+        dereg_mr(h)
+    for h in pd_handles:
+        free_pd(h)
+    os.close(fd)
+    print(f"PASS: {checks} checks")
 
 
 def main():
@@ -267,4 +450,7 @@ def main():
     print(f"PASS: {checks} checks")
 
 
-main()
+if sys.argv[1] == "--limits":
+    limits(sys.argv[2], *map(int, sys.argv[3:7]))
+else:
+    main()

@@ -8,7 +8,7 @@
 # succeeds, the NIC frees the PDs, the process gets EIO and exits cleanly.
 # nics: 2
 # run-args: --nic-args 0 "--log-level debug"
-# run-args: --nic-args 1 "--attr max_qp=77 --attr max_pd=4"
+# run-args: --nic-args 1 "--attr max_qp=77 --attr max_pd=4 --attr max_cq=5 --attr max_mr=6"
 # debug: yes
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
@@ -22,7 +22,7 @@ for d in 0 1; do ibv_devinfo -v -d ordma$d >/tmp/devinfo$d || fail "ibv_devinfo 
 cat /tmp/devinfo1
 field() { sed -n "s/^[[:space:]]*$2:[[:space:]]*//p" /tmp/devinfo$1 | head -n1; }
 for f in "fw_ver 0.1.0" "vendor_id 0x4f52" "vendor_part_id 1" "max_qp 1024" "max_pd 1024" \
-	"max_cq 1024" "max_mr 4096" "max_qp_wr 4096" "max_cqe 65536" "state PORT_ACTIVE (4)" \
+	"max_cq 1024" "max_mr 4096" "max_qp_wr 4096" "max_cqe 32768" "state PORT_ACTIVE (4)" \
 	"port_lid 1" "link_layer InfiniBand" "active_mtu 4096 (5)"; do
 	[ "$(field 0 "${f%% *}")" = "${f#* }" ] || fail "ordma0 ${f%% *} is '$(field 0 "${f%% *}")', expected '${f#* }'"
 done

@@ -112,7 +112,7 @@ impl NicConfig {
                 max_qp: 1024,
                 max_qp_wr: 4096,
                 max_cq: 1024,
-                max_cqe: 65536,
+                max_cqe: 1 << hw::MAX_QUEUE_LOG_DEPTH,
                 max_mr: 4096,
                 max_pd: 1024,
                 max_sge: 16,
