@@ -3,7 +3,7 @@
 against the NIC model (its object counts and doorbell counters in `status`, and events
 posted through its control channel).
 
-Usage: verbs_cq_qp.py CHECK
+Usage: verbs_cq_qp.py CHECK...   (each in turn, on its own device context)
   cq       CQ sizes (cqe 1, 2, 3, 100, max_cqe: the next power of two, at least 2), cqe 0,
            -1 and max_cqe + 1 EINVAL; arming is a doorbell the NIC accepts; poll_cq fails
            with a negative value
@@ -125,13 +125,18 @@ def check_cq():
     max_cqe = device_attr(ctx).max_cqe
     print(f"device max_cqe {max_cqe}", flush=True)
     expect_nic("before", cqs=0)
-    for cqe in (1, 2, 3, 100, max_cqe):
+    sizes = (1, 2, 3, 100, max_cqe)
+    cqs = []
+    for cqe in sizes:
         cq = cq_ok(ctx, cqe)
         want = max(2, pow2_at_least(cqe))
         if cq.contents.cqe != want:
             die(f"ibv_create_cq(cqe {cqe}): the CQ has {cq.contents.cqe} CQEs, expected {want}")
-        expect_nic(f"CQ of {cqe} asked, {want} given", cqs=1)
-        destroy_cq_ok(cq, f"cqe {cqe}")
+        ok(f"ibv_create_cq(cqe {cqe}): {want} CQEs")
+        cqs.append(cq)
+    expect_nic(f"{len(sizes)} CQs created", cqs=len(sizes))
+    for cq in cqs:
+        destroy_cq_ok(cq, f"cqe {cq.contents.cqe}")
     for cqe in (0, -1, max_cqe + 1):
         cq, e = create_cq(ctx, cqe)
         if cq:
@@ -163,7 +168,6 @@ def check_cq():
         die(f"ibv_poll_cq: {r}, expected -EOPNOTSUPP (-{errno.EOPNOTSUPP}): an error, not completions")
     ok(f"ibv_poll_cq: {r} (-EOPNOTSUPP, until the CQE format)")
     destroy_cq_ok(cq, "armed")
-    expect_nic("end", cqs=0)
     ibv.ibv_close_device(ctx)
 
 
@@ -326,9 +330,9 @@ def check_caps():
             die(f"a new QP is in state {st}, expected RESET (0)")
         ok(f"RC QP {case}: QPN {qp.contents.qp_num}, RESET, capabilities {want}")
         if case == cases[0]:
+            expect_nic("one QP", qps=1)
             check_post(ctx, qp)
         destroy_qp_ok(qp, str(case))
-    expect_nic(f"{len(cases)} QPs created and destroyed", qps=0)
 
     refused = [
         ("max_send_wr = max_qp_wr + 1", (max_wr + 1, 1, 1, 1, 0), IBV_QPT_RC, errno.EINVAL),
@@ -350,7 +354,7 @@ def check_caps():
     if qp or e != errno.EINVAL:
         die(f"ibv_create_qp(no CQs): {ename(e)}, expected EINVAL")
     ok("ibv_create_qp(no CQs): EINVAL")
-    expect_nic("after the refusals", qps=0)
+    expect_nic(f"{len(cases)} QPs destroyed, {len(refused) + 1} refused", qps=0)
     destroy_cq_ok(cq, "QPs' CQ")
     ibv.ibv_dealloc_pd(pd)
     ibv.ibv_close_device(ctx)
@@ -658,7 +662,8 @@ def hold():
 CHECKS = {"cq": check_cq, "events": check_events, "caps": check_caps, "states": check_states,
           "order": check_order, "hold": hold}
 
-if len(sys.argv) != 2 or sys.argv[1] not in CHECKS:
-    die(f"usage: verbs_cq_qp.py {'|'.join(CHECKS)}")
-CHECKS[sys.argv[1]]()
-print(f"done: {sys.argv[1]}", flush=True)
+if len(sys.argv) < 2 or any(c not in CHECKS for c in sys.argv[1:]):
+    die(f"usage: verbs_cq_qp.py {'|'.join(CHECKS)}...")
+for check in sys.argv[1:]:
+    CHECKS[check]()
+    print(f"done: {check}", flush=True)

@@ -13,21 +13,22 @@ set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 P=/ordma/src/qemu-test/progs
 source $P/nic-control.sh
-run() { python3 $P/verbs_cq_qp.py "$1" || fail "verbs_cq_qp.py $1"; }
-count() { nic_ctl 0 status | sed -n "s/.* $1=\([0-9]*\).*/\1/p"; }
 # `rdma resource show`'s counts for ordma0, e.g. "pd 1 cq 2 qp 2 cm_id 0 mr 2 ctx 1 srq 0".
 res() { rdma resource show | sed -n 's/^[0-9]*: ordma0: //p' | sed 's/ *$//'; }
-objects() { echo "pds=$(count pds) mrs=$(count mrs) cqs=$(count cqs) qps=$(count qps)"; }
+# The NIC's objects, from one `status`: "pds=N mrs=N cqs=N qps=N".
+objects() {
+	local s
+	s=$(nic_ctl 0 status) || fail "nic_ctl 0 status: $s"
+	for k in pds mrs cqs qps; do
+		printf '%s=%s ' $k "$(sed -n "s/.* $k=\([0-9]*\).*/\1/p" <<<"$s")"
+	done | sed 's/ $//'
+}
 
 [ "$(objects)" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "the NIC has objects before the test: $(objects)"
 res0=$(res)
 echo "rdma resource before: $res0"
 
-run cq
-run events
-run caps
-run states
-run order
+python3 $P/verbs_cq_qp.py cq events caps states order || fail "verbs_cq_qp.py"
 
 # A process killed while holding a PD, 2 MRs, 2 CQs and 2 QPs (one in RTS).
 python3 $P/verbs_cq_qp.py hold >/tmp/cqqp-hold.out 2>&1 &
@@ -40,10 +41,10 @@ echo "held: the NIC has $during; rdma resource: $(res)"
 kill -KILL $holder
 wait $holder 2>/dev/null || true
 after=
-for _ in $(seq 100); do
+for _ in $(seq 50); do
 	after=$(objects)
 	[ "$after" = "pds=0 mrs=0 cqs=0 qps=0" ] && break
-	sleep 0.1
+	sleep 0.2
 done
 echo "after SIGKILL: the NIC has $after; rdma resource: $(res)"
 [ "$after" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "left on the NIC after SIGKILL: $after"
