@@ -24,7 +24,9 @@ pub(crate) struct Cq {
     pub(crate) cqn: u32,
     /// log2 of the ring's CQEs.
     pub(crate) log_depth: u8,
-    /// CQEs consumed, free-running (nothing polls yet: 0).
+    /// CQEs consumed, free-running (nothing polls yet: 0). When `poll_cq` arrives, it and
+    /// the arm doorbell that carries it go under the CQ's lock (rdma-core's providers
+    /// ring doorbells inside the queue lock).
     pub(crate) consumer_index: u32,
     /// The ring, `2^log_depth` CQEs of `2^CQE_LOG_SIZE_MIN` bytes.
     pub(crate) ring: DmaMem,
