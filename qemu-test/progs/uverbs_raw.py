@@ -3,6 +3,10 @@
 interface, with sizes and contents libibverbs would never send.
 
 Usage: uverbs_raw.py IBDEV   (e.g. ordma0)
+       uverbs_raw.py --hold IBDEV
+         (makes a PD, a CQ of 32768 entries (a 256-page ring and a 1-page record) and a
+         QP with 256-page send and receive rings: 769 pages pinned; prints "holding",
+         then sleeps until killed)
        uverbs_raw.py --limits IBDEV PDS CQS QPS MRS
          (a NIC whose model reports these limits: each object can be made exactly that
          many times, the next one gets ENOMEM, and freeing one makes room again)
@@ -27,6 +31,9 @@ Checks, each with the exact errno Documentation/uapi.md promises:
                beyond the device's, an RQ described without receive WRs -> EINVAL; UD ->
                EOPNOTSUPP; a good request -> the capabilities the rings hold and the QPN in
                both responses; DESTROY_QP frees it
+  ownership    a CQ arm doorbell for another context's CQ, written on this context's
+               page, is the NIC's to ignore (the shell checks its foreign_doorbells count);
+               the same on the owner's page is taken
   doorbells    63 user pages: the 64th context gets ENOMEM; closing one frees its page
 Prints one line per check; exits non-zero on the first failure.
 """
@@ -36,6 +43,7 @@ import mmap
 import os
 import struct
 import sys
+import time
 
 # ib_user_verbs.h command numbers
 GET_CONTEXT, ALLOC_PD, DEALLOC_PD, REG_MR, DEREG_MR = 0, 3, 4, 9, 13
@@ -115,6 +123,42 @@ def create_cq(fd, cqe, drv):
     handle, got_cqe = struct.unpack_from("<II", raw, 0)
     _, cqn = CQ_RESP.unpack_from(raw, 8)
     return e, got_cqe, handle, cqn
+
+
+def store32(m, off, value):
+    """One 32-bit store into mapping `m` (a doorbell write)."""
+    word = ctypes.c_uint32.from_buffer(m, off)
+    word.value = value
+    del word  # releases the mapping for close()
+
+
+def foreign_doorbell(dev, db):
+    """Another context's CQ, armed from this context's doorbell page `db` (ignored by the
+    NIC) and then from its own (taken)."""
+    fd2 = os.open(dev, os.O_RDWR)
+    e, raw = get_context(fd2, struct.pack("<II", 0, 0))
+    if e:
+        fail(f"second GET_CONTEXT: errno {e}")
+    _, page2, key2, _, _ = UCTX_RESP.unpack_from(raw, 8)
+    db2 = mmap.mmap(fd2, 4096, flags=mmap.MAP_SHARED, prot=mmap.PROT_WRITE, offset=key2)
+    ring = mmap.mmap(-1, 4096)
+    rec = mmap.mmap(-1, 4096)
+    e, _, handle, cqn = create_cq(fd2, 2, CQ_CMD.pack(
+        0, 1, 5, 0, ctypes.addressof(ctypes.c_char.from_buffer(ring)),
+        ctypes.addressof(ctypes.c_char.from_buffer(rec))))
+    if e:
+        fail(f"CREATE_CQ on the second context: errno {e}")
+    # One 32-bit store each (a slice assignment is a memcpy, which for 4 bytes may store
+    # twice).
+    store32(db, 0x8, cqn << 16)
+    store32(db2, 0x8, cqn << 16)
+    ok(f"CQ {cqn} of the context on page {page2} armed from another context's page, then its own")
+    print(f"foreign-cq {cqn}")
+    e, _ = command(fd2, DESTROY_CQ, struct.pack("<QII", 0, handle, 0), 8)
+    if e:
+        fail(f"DESTROY_CQ on the second context: errno {e}")
+    db2.close()
+    os.close(fd2)
 
 
 def create_cq_checks(fd):
@@ -388,7 +432,7 @@ def main():
             expect_errno(what, e.errno, want)
     db = mmap.mmap(fd, 4096, flags=mmap.MAP_SHARED, prot=mmap.PROT_WRITE, offset=key)
     # A doorbell write reaches the NIC at this context's page (the model logs it).
-    db[0x10:0x14] = struct.pack("<I", 0x600D0000 | page)
+    store32(db, 0x10, 0x600D0000 | page)
     ok(f"mmap of the doorbell page, write 0x{0x600D0000 | page:x} at offset 0x10")
     print(f"doorbell-page {page}")
 
@@ -423,6 +467,7 @@ def main():
     e, _ = command(fd, DEALLOC_PD, struct.pack("<II", pds[0][0], 0), 0)
     expect_errno("DEALLOC_PD of a freed handle (ib_core: no such object)", e, errno.ENOENT)
     create_cq_checks(fd)
+    foreign_doorbell(dev, db)
     db.close()
     os.close(fd)
 
@@ -450,7 +495,31 @@ def main():
     print(f"PASS: {checks} checks")
 
 
-if sys.argv[1] == "--limits":
+def hold(ibdev):
+    fd = os.open(uverbs_path(ibdev), os.O_RDWR)
+    e, _ = get_context(fd, struct.pack("<II", 0, 0))
+    if e:
+        fail(f"GET_CONTEXT: errno {e}")
+    e, raw = command(fd, ALLOC_PD, b"\0" * 8, 4 + PD_RESP.size)
+    if e:
+        fail(f"ALLOC_PD: errno {e}")
+    pd, = struct.unpack_from("<I", raw, 0)
+    bufs = [mmap.mmap(-1, 1 << 20) for _ in range(3)] + [mmap.mmap(-1, 4096)]
+    ring, sq, rq, rec = (ctypes.addressof(ctypes.c_char.from_buffer(b)) for b in bufs)
+    e, _, cq, _ = create_cq(fd, 32768, CQ_CMD.pack(0, 15, 5, 0, ring, rec))
+    if e:
+        fail(f"CREATE_CQ: errno {e}")
+    e, _, _ = create_qp(fd, pd, cq, (4096, 4096, 1, 1, 0), QP_CMD.pack(0, 12, 8, 12, 8, sq, rq))
+    if e:
+        fail(f"CREATE_QP: errno {e}")
+    print("holding", flush=True)
+    while True:
+        time.sleep(60)
+
+
+if sys.argv[1] == "--hold":
+    hold(sys.argv[2])
+elif sys.argv[1] == "--limits":
     limits(sys.argv[2], *map(int, sys.argv[3:7]))
 else:
     main()

@@ -21,16 +21,22 @@ echo "$page" | grep -qx '[0-9]\+' || fail "no doorbell page reported"
 grep "doorbell write" /ordma/results/nic0.log || true
 grep -q "doorbell write.*page=$page offset=16 len=4" /ordma/results/nic0.log \
 	|| fail "the model did not see the doorbell write on page $page"
-# Only the good CQs (3, and 1 for the QPs) and QPs reached the NIC, on the context's page,
+# Only the good CQs (3, and 1 for the QPs, on this page; 1 of a second context) and QPs
+# reached the NIC, on their contexts' pages,
 # and all are gone.
 created=$(grep -c "CQ created cqn=[0-9]* db_page=$page\$" /ordma/results/nic0.log || true)
 [ "$created" = 4 ] || fail "the NIC saw $created CQs created on page $page, expected 4"
-[ "$(grep -c "CQ created" /ordma/results/nic0.log)" = 4 ] || fail "a refused CREATE_CQ reached the NIC"
+[ "$(grep -c "CQ created" /ordma/results/nic0.log)" = 5 ] || fail "a refused CREATE_CQ reached the NIC (or the second context's CQ did not)"
 [ "$(grep -c "QP created qpn=[0-9]* db_page=$page\$" /ordma/results/nic0.log)" = 2 ] ||
 	fail "the NIC did not see exactly the 2 good QPs created on page $page"
 status=$(nic_ctl 0 status) || fail "status: $status"
 echo "NIC 0: $status"
 echo "$status" | grep -q " pds=0 mrs=0 cqs=0 qps=0 " || fail "objects left on the NIC: $status"
+# Doorbell ownership: the arm from the other context's page was ignored and counted, the
+# owner's was taken.
+echo "$out" | grep -q "^foreign-cq [0-9]*$" || fail "no foreign doorbell check ran"
+echo "$status" | grep -q " doorbells=1 " || fail "the owner's CQ arm was not taken: $status"
+echo "$status" | grep -q " foreign_doorbells=1\( \|\$\)" || fail "the foreign CQ arm was not counted as such: $status"
 # Object limits (NIC 1's model reports max_pd 4, max_cq 5, max_qp 77, max_mr 6): exactly
 # that many of each, then ENOMEM, and a freed one's room is reused.
 out=$(python3 /ordma/src/qemu-test/progs/uverbs_raw.py --limits ordma1 4 5 77 6) ||

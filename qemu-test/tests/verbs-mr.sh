@@ -6,7 +6,8 @@
 # a dma-buf (udmabuf from a memfd). Last, the NIC's model dies under a process holding
 # MRs, which registers one more (CREATE_MR times out) and is then killed: neither the
 # create nor the destroys are acknowledged, so the pages stay pinned until unbind has
-# stopped the NIC (bus mastering off, since the dead NIC does not reset), then released.
+# stopped the NIC (bus mastering off, since the dead NIC does not reset), then released;
+# the same for a CQ and a QP (their rings and record) another process holds.
 # nics: 1
 # fresh-vm: yes
 # debug: yes
@@ -79,9 +80,11 @@ if dmesg | grep -E 'ordma.*(failed|error|leak)'; then
 fi
 echo "ok: no driver errors in dmesg"
 
-# The NIC dies under a process holding 4 MRs. The process registers one more: CREATE_MR
-# times out (ETIMEDOUT), the NIC may have the MR, so its memory stays pinned too. Then the
-# process is killed: its 4 DESTROY_MRs fail (the queue is known broken) and stay pinned.
+# The NIC dies under a process holding 4 MRs and another holding a CQ and a QP (769 pages
+# of rings and record, made through the raw uverbs interface). The first registers one
+# more MR: CREATE_MR times out (ETIMEDOUT), the NIC may have the MR, so its memory stays
+# pinned too. Then both are killed: their 4 DESTROY_MRs, DESTROY_QP and DESTROY_CQ fail
+# (the queue is known broken) and their memory stays pinned.
 nic=0000:00:06.0
 D=/sys/bus/pci/drivers/ordma
 [ -e $D/$nic ] || fail "the NIC is not at $nic"
@@ -90,21 +93,32 @@ python3 $P/verbs_mr.py hold 4 --then-reg /tmp/reg-now >/tmp/hold.out 2>&1 &
 holder=$!
 for _ in $(seq 300); do grep -q holding /tmp/hold.out && break; sleep 0.1; done
 grep -q holding /tmp/hold.out || { cat /tmp/hold.out; fail "the MR holder did not start"; }
+python3 $P/uverbs_raw.py --hold ordma0 >/tmp/hold-qp.out 2>&1 &
+qp_holder=$!
+for _ in $(seq 300); do grep -q holding /tmp/hold-qp.out && break; sleep 0.1; done
+grep -q holding /tmp/hold-qp.out || { cat /tmp/hold-qp.out; fail "the CQ/QP holder did not start"; }
 kill_nic 0
 touch /tmp/reg-now
 for _ in $(seq 300); do grep -q '^reg ' /tmp/hold.out && break; sleep 0.1; done
 echo "registering on the dead NIC: $(grep '^reg ' /tmp/hold.out || echo 'no answer')"
 grep -q '^reg ETIMEDOUT ' /tmp/hold.out || fail "CREATE_MR on a NIC that does not answer: expected ETIMEDOUT"
-kill -KILL $holder
+kill -KILL $holder $qp_holder
 wait $holder 2>/dev/null || true
+wait $qp_holder 2>/dev/null || true
 kept=$(($(pins) - pinned0))
-echo "NIC dead, holder killed: $kept pages still pinned"
-[ "$kept" -ge $((1280 - SLACK)) ] || fail "only $kept pages pinned: the memory of unacknowledged MRs was released"
+echo "NIC dead, holders killed: $kept pages still pinned"
+[ "$kept" -ge $((1280 + 769 - SLACK)) ] ||
+	fail "only $kept pages pinned: the memory of unacknowledged MRs, CQs or QPs was released"
 [ "$(dmesg | grep -c "destroying MR 0x[0-9a-f]* failed .* stays pinned")" = 4 ] ||
 	fail "expected 4 MRs kept pinned in dmesg"
+[ "$(dmesg | grep -c "destroying QP 0x[0-9a-f]* failed .* stays pinned")" = 1 ] ||
+	fail "expected the QP kept pinned in dmesg"
+[ "$(dmesg | grep -c "destroying CQ 0x[0-9a-f]* failed .* stays pinned")" = 1 ] ||
+	fail "expected the CQ kept pinned in dmesg"
 timeout 120 sh -c "echo $nic >$D/unbind" || fail "unbind of the dead NIC failed or hung"
 dmesg | grep "ordma $nic" | tail -n 4
-dmesg | grep -q "released the memory of 5 object(s)" || fail "the kept MRs were not released at unbind"
+dmesg | grep -q "released the memory of 7 object(s)" ||
+	fail "the kept MRs, CQ and QP were not released at unbind"
 released=$(($(pins) - pinned0))
 echo "after unbind: $released pages pinned"
 [ "$released" -le $SLACK ] || fail "$released page(s) still pinned after unbind"

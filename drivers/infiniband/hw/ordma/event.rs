@@ -84,14 +84,13 @@ impl Nic<'_> {
                 }
             }
             hw::EVENT_CQ_COMPLETION => {
+                // A CQ destroyed while its event was on the way: nothing to wake.
                 if !self.ib_events.cq_completion(e.data) {
-                    self.log_event(|| {
-                        dev_warn!(
-                            self.pdev,
-                            "completion event for CQ {} that does not exist\n",
-                            e.data
-                        )
-                    });
+                    dev_dbg!(
+                        self.pdev,
+                        "completion event for CQ {} that is gone\n",
+                        e.data
+                    );
                 }
             }
             hw::EVENT_CQ_ERROR => {

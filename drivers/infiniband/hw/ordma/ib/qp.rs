@@ -65,7 +65,7 @@ pub(crate) enum QpType {
     /// Unreliable datagram.
     Ud,
     /// Any other (special QPs, XRC, raw packet, driver-specific).
-    Other(u32),
+    Other(b::ib_qp_type),
 }
 
 impl QpType {
@@ -74,8 +74,7 @@ impl QpType {
             b::ib_qp_type_IB_QPT_RC => Self::Rc,
             b::ib_qp_type_IB_QPT_UC => Self::Uc,
             b::ib_qp_type_IB_QPT_UD => Self::Ud,
-            // CAST: an enum's value.
-            other => Self::Other(other as u32),
+            other => Self::Other(other),
         }
     }
 
@@ -84,8 +83,7 @@ impl QpType {
             Self::Rc => b::ib_qp_type_IB_QPT_RC,
             Self::Uc => b::ib_qp_type_IB_QPT_UC,
             Self::Ud => b::ib_qp_type_IB_QPT_UD,
-            // CAST: back to the enum's representation.
-            Self::Other(t) => t as b::ib_qp_type,
+            Self::Other(t) => t,
         }
     }
 }
@@ -181,7 +179,7 @@ impl AhAttr {
         }
         // SAFETY: the type says the `ib` member of the union is the one in use.
         let ib = unsafe { a.__bindgen_anon_1.ib };
-        let grh = (u32::from(a.ah_flags) & b::ib_ah_flags_IB_AH_GRH != 0).then(|| Grh {
+        let grh = (u32::from(a.ah_flags) & b::ib_ah_flags_IB_AH_GRH != 0).then_some(Grh {
             // SAFETY: every bit pattern of the union's 16 bytes is a valid `raw` array.
             dgid: unsafe { a.grh.dgid.raw },
             flow_label: a.grh.flow_label,

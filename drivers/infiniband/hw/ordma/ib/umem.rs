@@ -301,7 +301,9 @@ impl Umem {
 pub(crate) struct PageSize(u64);
 
 impl PageSize {
-    /// The CPU's page size.
+    /// The CPU's page size. Valid for any umem without `best_page_size`: pinning is in
+    /// CPU pages, and a umem's iova starts as its address (`ib_umem_get`), which is what
+    /// a queue's ring or record wants (the NIC sees it from its first byte).
     // CAST: `PAGE_SIZE` is a `usize` of at most 64 bits.
     pub(crate) const CPU: Self = Self(kernel::page::PAGE_SIZE as u64);
 
