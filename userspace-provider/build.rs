@@ -24,6 +24,11 @@ fn main() -> Result<(), String> {
         ])
         .args([
             "--allowlist-type",
+            "ibv_cq|ibv_qp|ibv_qp_init_attr|ibv_qp_attr|ibv_comp_channel|ibv_wc",
+        ])
+        .args(["--allowlist-type", "ibv_send_wr|ibv_recv_wr"])
+        .args([
+            "--allowlist-type",
             "ibv_port_attr|ibv_device_attr_ex|ibv_query_device_ex_input",
         ])
         .args([
@@ -33,6 +38,10 @@ fn main() -> Result<(), String> {
         .args([
             "--allowlist-type",
             "ib_uverbs_(alloc_pd|alloc_pd_resp|query_port|reg_mr|reg_mr_resp)",
+        ])
+        .args([
+            "--allowlist-type",
+            "ib_uverbs_(create_cq|create_cq_resp|create_qp|create_qp_resp|modify_qp|query_qp)",
         ])
         .args([
             "--allowlist-type",

@@ -101,11 +101,20 @@ pub struct VerbsContextOps {
     pub cq_event: Unused,
     pub create_ah: Unused,
     pub create_counters: Unused,
-    pub create_cq: Unused,
+    pub create_cq: Option<
+        unsafe extern "C" fn(
+            *mut sys::ibv_context,
+            c_int,
+            *mut sys::ibv_comp_channel,
+            c_int,
+        ) -> *mut sys::ibv_cq,
+    >,
     pub create_cq_ex: Unused,
     pub create_flow: Unused,
     pub create_flow_action_esp: Unused,
-    pub create_qp: Unused,
+    pub create_qp: Option<
+        unsafe extern "C" fn(*mut sys::ibv_pd, *mut sys::ibv_qp_init_attr) -> *mut sys::ibv_qp,
+    >,
     pub create_qp_ex: Unused,
     pub create_rwq_ind_table: Unused,
     pub create_srq: Unused,
@@ -117,10 +126,10 @@ pub struct VerbsContextOps {
     pub dereg_mr: Option<unsafe extern "C" fn(*mut VerbsMr) -> c_int>,
     pub destroy_ah: Unused,
     pub destroy_counters: Unused,
-    pub destroy_cq: Unused,
+    pub destroy_cq: Option<unsafe extern "C" fn(*mut sys::ibv_cq) -> c_int>,
     pub destroy_flow: Unused,
     pub destroy_flow_action: Unused,
-    pub destroy_qp: Unused,
+    pub destroy_qp: Option<unsafe extern "C" fn(*mut sys::ibv_qp) -> c_int>,
     pub destroy_rwq_ind_table: Unused,
     pub destroy_srq: Unused,
     pub destroy_wq: Unused,
@@ -133,15 +142,28 @@ pub struct VerbsContextOps {
     pub import_pd: Unused,
     pub modify_cq: Unused,
     pub modify_flow_action_esp: Unused,
-    pub modify_qp: Unused,
+    pub modify_qp:
+        Option<unsafe extern "C" fn(*mut sys::ibv_qp, *mut sys::ibv_qp_attr, c_int) -> c_int>,
     pub modify_qp_rate_limit: Unused,
     pub modify_srq: Unused,
     pub modify_wq: Unused,
     pub open_qp: Unused,
     pub open_xrcd: Unused,
-    pub poll_cq: Unused,
-    pub post_recv: Unused,
-    pub post_send: Unused,
+    pub poll_cq: Option<unsafe extern "C" fn(*mut sys::ibv_cq, c_int, *mut sys::ibv_wc) -> c_int>,
+    pub post_recv: Option<
+        unsafe extern "C" fn(
+            *mut sys::ibv_qp,
+            *mut sys::ibv_recv_wr,
+            *mut *mut sys::ibv_recv_wr,
+        ) -> c_int,
+    >,
+    pub post_send: Option<
+        unsafe extern "C" fn(
+            *mut sys::ibv_qp,
+            *mut sys::ibv_send_wr,
+            *mut *mut sys::ibv_send_wr,
+        ) -> c_int,
+    >,
     pub post_srq_ops: Unused,
     pub post_srq_recv: Unused,
     pub query_device_ex: Option<
@@ -155,7 +177,14 @@ pub struct VerbsContextOps {
     pub query_ece: Unused,
     pub query_port:
         Option<unsafe extern "C" fn(*mut sys::ibv_context, u8, *mut sys::ibv_port_attr) -> c_int>,
-    pub query_qp: Unused,
+    pub query_qp: Option<
+        unsafe extern "C" fn(
+            *mut sys::ibv_qp,
+            *mut sys::ibv_qp_attr,
+            c_int,
+            *mut sys::ibv_qp_init_attr,
+        ) -> c_int,
+    >,
     pub query_qp_data_in_order: Unused,
     pub query_rt_values: Unused,
     pub query_srq: Unused,
@@ -167,7 +196,7 @@ pub struct VerbsContextOps {
     pub reg_mr: Option<
         unsafe extern "C" fn(*mut sys::ibv_pd, *mut c_void, usize, u64, c_int) -> *mut sys::ibv_mr,
     >,
-    pub req_notify_cq: Unused,
+    pub req_notify_cq: Option<unsafe extern "C" fn(*mut sys::ibv_cq, c_int) -> c_int>,
     pub rereg_mr: Unused,
     pub resize_cq: Unused,
     pub set_ece: Unused,
@@ -222,6 +251,38 @@ pub struct IbvCommandBuffer {
 pub struct IbvQueryPort {
     pub hdr: sys::ib_uverbs_cmd_hdr,
     pub core: sys::ib_uverbs_query_port,
+}
+
+/// kern-abi.h's `struct ibv_create_cq`.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvCreateCq {
+    pub hdr: sys::ib_uverbs_cmd_hdr,
+    pub core: sys::ib_uverbs_create_cq,
+}
+
+/// kern-abi.h's `struct ibv_create_qp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvCreateQp {
+    pub hdr: sys::ib_uverbs_cmd_hdr,
+    pub core: sys::ib_uverbs_create_qp,
+}
+
+/// kern-abi.h's `struct ibv_modify_qp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvModifyQp {
+    pub hdr: sys::ib_uverbs_cmd_hdr,
+    pub core: sys::ib_uverbs_modify_qp,
+}
+
+/// kern-abi.h's `struct ibv_query_qp`.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvQueryQp {
+    pub hdr: sys::ib_uverbs_cmd_hdr,
+    pub core: sys::ib_uverbs_query_qp,
 }
 
 #[link(name = "ibverbs")]
@@ -293,4 +354,41 @@ extern "C" {
         driver: *mut IbvCommandBuffer,
     ) -> c_int;
     pub fn ibv_cmd_dereg_mr(vmr: *mut VerbsMr) -> c_int;
+    pub fn ibv_cmd_create_cq(
+        context: *mut sys::ibv_context,
+        cqe: c_int,
+        channel: *mut sys::ibv_comp_channel,
+        comp_vector: c_int,
+        cq: *mut sys::ibv_cq,
+        cmd: *mut IbvCreateCq,
+        cmd_size: usize,
+        resp: *mut sys::ib_uverbs_create_cq_resp,
+        resp_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_destroy_cq(cq: *mut sys::ibv_cq) -> c_int;
+    pub fn ibv_cmd_create_qp(
+        pd: *mut sys::ibv_pd,
+        qp: *mut sys::ibv_qp,
+        attr: *mut sys::ibv_qp_init_attr,
+        cmd: *mut IbvCreateQp,
+        cmd_size: usize,
+        resp: *mut sys::ib_uverbs_create_qp_resp,
+        resp_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_modify_qp(
+        qp: *mut sys::ibv_qp,
+        attr: *mut sys::ibv_qp_attr,
+        attr_mask: c_int,
+        cmd: *mut IbvModifyQp,
+        cmd_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_query_qp(
+        qp: *mut sys::ibv_qp,
+        qp_attr: *mut sys::ibv_qp_attr,
+        attr_mask: c_int,
+        qp_init_attr: *mut sys::ibv_qp_init_attr,
+        cmd: *mut IbvQueryQp,
+        cmd_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_destroy_qp(qp: *mut sys::ibv_qp) -> c_int;
 }

@@ -14,11 +14,12 @@ use core::mem::{offset_of, size_of};
 use std::collections::BTreeMap;
 
 use crate::abi::{
-    self, IbvAllocPd, IbvGetContext, IbvQueryPort, IbvRegMr, ListNode, Unused, VerbsContextOps,
-    VerbsDevice, VerbsDeviceOps, VerbsMatchEnt, VerbsMr,
+    self, IbvAllocPd, IbvCreateCq, IbvCreateQp, IbvGetContext, IbvModifyQp, IbvQueryPort,
+    IbvQueryQp, IbvRegMr, ListNode, Unused, VerbsContextOps, VerbsDevice, VerbsDeviceOps,
+    VerbsMatchEnt, VerbsMr,
 };
 use crate::barrier::{flush_writes_insn, from_device_insn, to_device_insn};
-use crate::{context, pd, sys};
+use crate::{context, cq, pd, qp, sys};
 
 #[path = "../tests/common/rdma_core.rs"]
 mod rdma_core;
@@ -239,6 +240,38 @@ fn layout_checks() -> Checks {
     );
     size!(v, IbvRegMr, "struct ibv_reg_mr");
     fields!(v, IbvRegMr, "struct ibv_reg_mr", hdr, core as core_payload);
+    size!(v, IbvCreateCq, "struct ibv_create_cq");
+    fields!(
+        v,
+        IbvCreateCq,
+        "struct ibv_create_cq",
+        hdr,
+        core as core_payload
+    );
+    size!(v, IbvCreateQp, "struct ibv_create_qp");
+    fields!(
+        v,
+        IbvCreateQp,
+        "struct ibv_create_qp",
+        hdr,
+        core as core_payload
+    );
+    size!(v, IbvModifyQp, "struct ibv_modify_qp");
+    fields!(
+        v,
+        IbvModifyQp,
+        "struct ibv_modify_qp",
+        hdr,
+        core as core_payload
+    );
+    size!(v, IbvQueryQp, "struct ibv_query_qp");
+    fields!(
+        v,
+        IbvQueryQp,
+        "struct ibv_query_qp",
+        hdr,
+        core as core_payload
+    );
     size!(v, VerbsMr, "struct verbs_mr");
     fields!(v, VerbsMr, "struct verbs_mr", ibv_mr, mr_type, access);
     // The public and uverbs types the mirror and the provider embed (bindgen read the
@@ -254,6 +287,49 @@ fn layout_checks() -> Checks {
         v,
         sys::ib_uverbs_reg_mr_resp,
         "struct ib_uverbs_reg_mr_resp"
+    );
+    size!(v, sys::ibv_cq, "struct ibv_cq");
+    size!(v, sys::ibv_qp, "struct ibv_qp");
+    fields!(
+        v,
+        sys::ibv_qp,
+        "struct ibv_qp",
+        context,
+        handle,
+        qp_num,
+        state,
+        qp_type
+    );
+    size!(v, sys::ibv_qp_cap, "struct ibv_qp_cap");
+    fields!(
+        v,
+        sys::ibv_qp_cap,
+        "struct ibv_qp_cap",
+        max_send_wr,
+        max_recv_wr,
+        max_send_sge,
+        max_recv_sge,
+        max_inline_data
+    );
+    size!(v, sys::ibv_qp_init_attr, "struct ibv_qp_init_attr");
+    fields!(
+        v,
+        sys::ibv_qp_init_attr,
+        "struct ibv_qp_init_attr",
+        send_cq,
+        recv_cq,
+        cap
+    );
+    size!(v, sys::ibv_qp_attr, "struct ibv_qp_attr");
+    size!(
+        v,
+        sys::ib_uverbs_create_cq_resp,
+        "struct ib_uverbs_create_cq_resp"
+    );
+    size!(
+        v,
+        sys::ib_uverbs_create_qp_resp,
+        "struct ib_uverbs_create_qp_resp"
     );
     size!(v, sys::ibv_port_attr, "struct ibv_port_attr");
     size!(v, sys::ibv_device_attr_ex, "struct ibv_device_attr_ex");
@@ -291,6 +367,25 @@ fn layout_checks() -> Checks {
         "sizeof(struct ib_uverbs_alloc_pd_resp)".into(),
         offset_of!(pd::AllocPdResp, drv),
     );
+    v.push(
+        "sizeof(struct ibv_create_cq)".into(),
+        offset_of!(cq::CreateCqCmd, drv),
+    );
+    v.push(
+        "sizeof(struct ib_uverbs_create_cq_resp)".into(),
+        offset_of!(cq::CreateCqResp, drv),
+    );
+    v.push(
+        "sizeof(struct ibv_create_qp)".into(),
+        offset_of!(qp::CreateQpCmd, drv),
+    );
+    v.push(
+        "sizeof(struct ib_uverbs_create_qp_resp)".into(),
+        offset_of!(qp::CreateQpResp, drv),
+    );
+    // The CQ and QP objects start with libibverbs' (their address is the object's).
+    v.push("0".into(), offset_of!(cq::Cq, ibv));
+    v.push("0".into(), offset_of!(qp::Qp, ibv));
     v
 }
 
@@ -344,6 +439,69 @@ fn prototype_checks() -> Vec<(String, String)> {
              struct ibv_command_buffer *)",
         ),
         ("&ibv_cmd_dereg_mr", "int (*)(struct verbs_mr *)"),
+        (
+            "&ibv_cmd_create_cq",
+            "int (*)(struct ibv_context *, int, struct ibv_comp_channel *, int, \
+             struct ibv_cq *, struct ibv_create_cq *, size_t, \
+             struct ib_uverbs_create_cq_resp *, size_t)",
+        ),
+        ("&ibv_cmd_destroy_cq", "int (*)(struct ibv_cq *)"),
+        (
+            "&ibv_cmd_create_qp",
+            "int (*)(struct ibv_pd *, struct ibv_qp *, struct ibv_qp_init_attr *, \
+             struct ibv_create_qp *, size_t, struct ib_uverbs_create_qp_resp *, size_t)",
+        ),
+        (
+            "&ibv_cmd_modify_qp",
+            "int (*)(struct ibv_qp *, struct ibv_qp_attr *, int, struct ibv_modify_qp *, \
+             size_t)",
+        ),
+        (
+            "&ibv_cmd_query_qp",
+            "int (*)(struct ibv_qp *, struct ibv_qp_attr *, int, struct ibv_qp_init_attr *, \
+             struct ibv_query_qp *, size_t)",
+        ),
+        ("&ibv_cmd_destroy_qp", "int (*)(struct ibv_qp *)"),
+        (
+            "((struct verbs_context_ops *)0)->create_cq",
+            "struct ibv_cq *(*)(struct ibv_context *, int, struct ibv_comp_channel *, int)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->create_qp",
+            "struct ibv_qp *(*)(struct ibv_pd *, struct ibv_qp_init_attr *)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->destroy_cq",
+            "int (*)(struct ibv_cq *)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->destroy_qp",
+            "int (*)(struct ibv_qp *)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->modify_qp",
+            "int (*)(struct ibv_qp *, struct ibv_qp_attr *, int)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->poll_cq",
+            "int (*)(struct ibv_cq *, int, struct ibv_wc *)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->post_recv",
+            "int (*)(struct ibv_qp *, struct ibv_recv_wr *, struct ibv_recv_wr **)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->post_send",
+            "int (*)(struct ibv_qp *, struct ibv_send_wr *, struct ibv_send_wr **)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->query_qp",
+            "int (*)(struct ibv_qp *, struct ibv_qp_attr *, int, struct ibv_qp_init_attr *)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->req_notify_cq",
+            "int (*)(struct ibv_cq *, int)",
+        ),
         (
             "((struct verbs_device_ops *)0)->match_device",
             "bool (*)(struct verbs_sysfs_dev *)",

@@ -6,7 +6,7 @@ use core::mem::{offset_of, size_of};
 use core::ptr::{self, null_mut};
 
 use crate::abi::{self, VerbsContextOps};
-use crate::{errno, mr, pd, set_errno, sys};
+use crate::{cq, errno, mr, pd, qp, set_errno, sys};
 
 /// An open ordma device: libibverbs' context and the doorbell page.
 #[repr(C)]
@@ -17,6 +17,13 @@ pub(crate) struct Context {
     pub(crate) db_len: usize,
     /// Its index in the NIC's doorbell BAR.
     pub(crate) db_page: u32,
+}
+
+impl Context {
+    /// The `Context` around one of our `ibv_context`s.
+    pub(crate) fn from_ibv(ctx: *mut sys::ibv_context) -> *mut Context {
+        verbs_ctx(ctx).cast()
+    }
 }
 
 /// The request and response of GET_CONTEXT with ordma's driver data.
@@ -137,13 +144,23 @@ unsafe fn open(ctx: *mut Context, cmd_fd: c_int) -> Result<(), c_int> {
 fn context_ops() -> VerbsContextOps {
     VerbsContextOps {
         alloc_pd: Some(pd::alloc_pd),
+        create_cq: Some(cq::create_cq),
+        create_qp: Some(qp::create_qp),
         dealloc_pd: Some(pd::dealloc_pd),
         dereg_mr: Some(mr::dereg_mr),
-        reg_dmabuf_mr: Some(mr::reg_dmabuf_mr),
-        reg_mr: Some(mr::reg_mr),
+        destroy_cq: Some(cq::destroy_cq),
+        destroy_qp: Some(qp::destroy_qp),
         free_context: Some(free_context),
+        modify_qp: Some(qp::modify_qp),
+        poll_cq: Some(cq::poll_cq),
+        post_recv: Some(qp::post_recv),
+        post_send: Some(qp::post_send),
         query_device_ex: Some(query_device_ex),
         query_port: Some(query_port),
+        query_qp: Some(qp::query_qp),
+        reg_dmabuf_mr: Some(mr::reg_dmabuf_mr),
+        reg_mr: Some(mr::reg_mr),
+        req_notify_cq: Some(cq::req_notify_cq),
         ..Default::default()
     }
 }
@@ -153,7 +170,7 @@ fn context_ops() -> VerbsContextOps {
 /// libibverbs calls this once, for a context `alloc_context` returned, with every object
 /// of it destroyed.
 unsafe extern "C" fn free_context(ibctx: *mut sys::ibv_context) {
-    let ctx = verbs_ctx(ibctx).cast::<Context>();
+    let ctx = Context::from_ibv(ibctx);
     // SAFETY: `ctx` is a `Context` from `alloc_context` (its `vctx` is at offset 0); the
     // mapping is ours.
     unsafe {
