@@ -13,5 +13,14 @@ ibv_devices
 ibv_devinfo || true
 echo "== a verbs process: open ordma0, allocate 2 PDs on the NIC, map its doorbell page"
 echo free | python3 /ordma/src/qemu-test/progs/verbs_ctx.py hold ordma0 2
+echo "== a process holding a PD, 2 MRs, 2 CQs and 2 RC QPs (one moved RESET -> INIT -> RTR -> RTS)"
+python3 /ordma/src/qemu-test/progs/verbs_cq_qp.py hold >/tmp/hold.out 2>&1 &
+holder=$!
+for _ in $(seq 300); do grep -q holding /tmp/hold.out && break; sleep 0.1; done
+cat /tmp/hold.out
+rdma resource show
+rdma resource show qp | grep ordma0 || true
+kill $holder
+wait $holder 2>/dev/null || true
 echo "== dmesg (ordma, infiniband)"
 dmesg | grep -iE 'ordma|infiniband|rdma' | grep -v 'command line' || echo "(nothing)"

@@ -1,8 +1,9 @@
 #!/bin/bash
 # VM test: a NIC goes away under a process that holds a context and PDs on it.
 # 1. sysfs unbind of a working NIC: returns at once (no wait for the process), the NIC
-#    frees the PDs, the process gets EIO and closes cleanly; rebind gives the device back
-#    and a new process can use it.
+#    frees the PDs (and another process's QPs, CQs and MRs: ib_core destroys them through
+#    the driver while the NIC still answers), the process gets EIO and closes cleanly;
+#    rebind gives the device back and a new process can use it.
 # 2. the NIC's model dies, then the NIC is unbound: freeing the PDs cannot reach the NIC;
 #    the driver reports the timeout, gives up on the rest without waiting again, and unbind
 #    completes; the process gets EIO and closes cleanly. No oops either way.
@@ -23,17 +24,29 @@ dev0=$(ibdev $nic0)
 dev1=$(ibdev $nic1)
 echo "$nic0 is $dev0, $nic1 is $dev1"
 
-# 1. Unbind under a live context.
+# 1. Unbind under a live context, and another holding QPs, CQs and MRs.
 spawn A "$dev0" 2
 echo "A: $(report A)"
+python3 /ordma/src/qemu-test/progs/verbs_cq_qp.py hold >/tmp/hold.out 2>&1 &
+holder=$!
+for _ in $(seq 300); do grep -q holding /tmp/hold.out && break; sleep 0.1; done
+grep -q holding /tmp/hold.out || { cat /tmp/hold.out; fail "the CQ/QP holder did not start"; }
+count() { grep -c "$1" /ordma/results/nic0.log || true; }
+qps_before=$(count 'QP destroyed') cqs_before=$(count 'CQ destroyed') mrs_before=$(count 'MR destroyed')
 freed_before=$(grep -c 'PD freed' /ordma/results/nic0.log || true)
 t0=$(date +%s%N)
 timeout 60 sh -c "echo $nic0 >$D/unbind" || fail "unbind under a live context failed or hung"
 echo "unbind took $((($(date +%s%N) - t0) / 1000000)) ms"
 [ -z "$(ibdev $nic0)" ] || fail "$dev0 still registered after unbind"
 freed_after=$(grep -c 'PD freed' /ordma/results/nic0.log || true)
-[ $((freed_after - freed_before)) = 2 ] ||
-	fail "the NIC freed $((freed_after - freed_before)) PDs at unbind, expected 2"
+[ $((freed_after - freed_before)) = 3 ] ||
+	fail "the NIC freed $((freed_after - freed_before)) PDs at unbind, expected 3 (A's 2, the holder's 1)"
+[ $(($(count 'QP destroyed') - qps_before)) = 2 ] && [ $(($(count 'CQ destroyed') - cqs_before)) = 2 ] &&
+	[ $(($(count 'MR destroyed') - mrs_before)) = 2 ] ||
+	fail "the holder's 2 QPs, 2 CQs and 2 MRs were not destroyed on the NIC at unbind"
+echo "ok: the NIC destroyed the holder's 2 QPs, 2 CQs and 2 MRs and freed 3 PDs before its reset"
+kill $holder
+wait $holder 2>/dev/null || true
 tell A after-remove
 grep -qx 'alloc_pd errno 5' /tmp/A.out || fail "A: ALLOC_PD after unbind is not EIO: $(cat /tmp/A.out)"
 grep -qx closed /tmp/A.out || fail "A did not close cleanly"
