@@ -252,8 +252,8 @@ impl<'bound> Qp<'bound> {
             cur
         };
         let a = to_hw(attr);
+        // The transition table is ib_core's; the NIC checks its copy (`rc_modify_ok`) again.
         if !ib::modify_qp_is_ok(cur, next, ib::QpType::Rc, mask)
-            || !hw::rc_modify_ok(cur, next, bits)
             || bits & hw::QP_ATTR_UNSUPPORTED != 0
             || cur != *state
             || !hw::qp_values_ok(bits, &a, self.max_mtu)
