@@ -1,7 +1,7 @@
 #!/bin/bash
 # Host test of the VM harness itself (qemu-test/run): exit status and output, the timeout,
 # kernel-warning detection (from the kernel's log, not the command's output; hung tasks
-# too), ORDMA_MODEL_LOG reaching the models, and that Ctrl-C (SIGINT to the process group),
+# too; a report in the kernel's own boot gets one more boot), ORDMA_MODEL_LOG reaching the models, and that Ctrl-C (SIGINT to the process group),
 # SIGTERM and SIGKILL of the harness leave no QEMU or NIC model behind. Each case boots a
 # guest (about 10 s under TCG).
 #
@@ -59,6 +59,17 @@ rc=0; "$RUN" --results "$OUT/hung" --nic-args 0 "--inject reset-stuck" -- sh -c 
 check "a hung task (uninterruptible for 6 s, detector at 1 s) fails a passing command with 126" 126 "$rc"
 check "the hung task is reported in the kernel's log" yes \
 	"$(grep -q "INFO: task .* blocked for more than" "$OUT/hung/kernel.log" && echo yes || echo no)"
+# A report in the kernel's own boot, before ordma is loaded, is not the run's: kept aside,
+# and the machine booted once more; once only.
+rc=0; ORDMA_TEST_BOOT_WARNING=1 "$RUN" --results "$OUT/boot-report" -- true >"$OUT/boot-report.out" 2>&1 || rc=$?
+check "a kernel report before ordma's load: booted again, the command's status" 0 "$rc"
+check "the first boot's report is kept in <results>.boot-report" yes \
+	"$(grep -q "WARNING: ordma harness self-test (boot)" "$OUT/boot-report.boot-report/kernel.log" 2>/dev/null && echo yes || echo no)"
+check "the second boot is clean" no \
+	"$(grep -q "WARNING: ordma harness self-test (boot)" "$OUT/boot-report/kernel.log" && echo yes || echo no)"
+check "the harness says it booted again" yes "$(grep -q "NOTICE: the kernel reported while booting" "$OUT/boot-report.out" && echo yes || echo no)"
+rc=0; ORDMA_TEST_BOOT_WARNING=always "$RUN" --results "$OUT/boot-report-twice" -- true >/dev/null 2>&1 || rc=$?
+check "a kernel report in the second boot too fails with 126" 126 "$rc"
 rc=0; ORDMA_MODEL_LOG=debug "$RUN" --results "$OUT/stdout-warning" -- sh -c 'echo "WARNING: printed by the test, not the kernel"; cat /sys/bus/pci/devices/0000:00:06.0/vendor' >/dev/null 2>&1 || rc=$?
 check "a command printing WARNING: passes" 0 "$rc"
 check "ORDMA_MODEL_LOG=debug reaches the NIC model" yes \

@@ -7,12 +7,14 @@ NICS=1
 TIMEOUT=600
 MODULE=/ordma/src/drivers/infiniband/hw/ordma/ordma.ko
 KMEMLEAK=
+BOOT_WARNING=
 declare -A EXTRA=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--nics) NICS=$2; shift 2 ;;
 	--module) MODULE=$2; shift 2 ;;
 	--kmemleak) KMEMLEAK=1; shift ;;
+	--boot-warning) BOOT_WARNING=1; shift ;; # the harness self-test's: a warning before insmod
 	--nic-args) EXTRA[$2]=$3; shift 3 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	*) echo "vm-inner: unknown argument $1" >&2; exit 127 ;;
@@ -48,6 +50,7 @@ mkdir -p $P
 cp "$MODULE" $P/ordma.ko
 cp /ordma/cache/target/release/libordma.so $P/libordma-rdmav34.so
 [ -z "$KMEMLEAK" ] || touch $P/kmemleak
+[ -z "$BOOT_WARNING" ] || touch $P/boot-warning
 
 # The NICs: one model process per NIC, each on its own vfio-user socket. They run in this
 # PID namespace, so they end with it whatever happens.
@@ -171,6 +174,11 @@ if grep -E -f /ordma/src/qemu-test/kernel-splats.txt "$KLOG" >"$R/kernel-splats.
 	splat=1
 	log "KERNEL WARNING in the guest (see $(basename "$KLOG")):"
 	head -n 5 "$R/kernel-splats.txt" >&2
+	# The first report whole (its call trace and what follows), so a log that is all one
+	# has (CI's) says where it happened.
+	first=$(grep -n -m1 -E -f /ordma/src/qemu-test/kernel-splats.txt "$KLOG" | cut -d: -f1)
+	log "the first report, from line $first of $(basename "$KLOG"):"
+	sed -n "${first},$((first + 59))p" "$KLOG" >&2
 else
 	rm -f "$R/kernel-splats.txt"
 fi

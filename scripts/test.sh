@@ -1,8 +1,9 @@
 #!/bin/bash
-# `make test`: everything, in order: build root, test kernel, lint (rustfmt, clippy for the
-# module and the workspace), unit tests (cargo test), the module, NIC model and provider builds, host
-# tests of the pipeline, and the VM tests (qemu-test/tests/*.sh); then the debug kernel
-# (KASAN, lockdep, kmemleak, UBSAN) and the VM tests marked `# debug: yes` again on it.
+# `make test`: everything: build root, test kernel, lint (rustfmt, clippy for the module and
+# the workspace), unit tests (cargo test), the module, NIC model and provider builds, the
+# kconfig check, the debug kernel (KASAN, lockdep, kmemleak, UBSAN) and its module; then the
+# VM runs, two at a time (ORDMA_VM_JOBS): the harness self-test, the VM tests
+# (qemu-test/tests/*.sh), and those marked `# debug: yes` again on the debug kernel.
 #
 # VM tests that need the same machine (same `# nics:` and `# run-args:`) and are not marked
 # `# fresh-vm: yes` run one after another in one boot (a batch, step vm-[debug-]batch<N>),
@@ -138,8 +139,14 @@ run_vm() {
 	while IFS= read -r line; do
 		eval "args+=($line)"
 	done < <(test_runargs "$f")
+	local rc=0
 	ORDMA_KERNEL=$variant ORDMA_NO_BUILD=1 "$ORDMA_SRC/qemu-test/run" --nics "$(test_nics "$f")" \
-		--timeout "$timeout" "${args[@]}" --results "$res" -- "$@"
+		--timeout "$timeout" "${args[@]}" --results "$res" -- "$@" || rc=$?
+	# qemu-test/run booted the machine again after a report in the kernel's own boot: say so
+	# in the summary too.
+	[ ! -d "$res.boot-report" ] || echo "NOTICE: $(basename "$res"): the kernel reported while" \
+		"booting, before ordma.ko was loaded; booted once more (see $res.boot-report)" >>"$TR/boot-reports.txt"
+	return $rc
 }
 vm_test() { # FILE [VARIANT]: one test, one boot
 	local f=$1 variant=${2:-}
@@ -218,9 +225,16 @@ batch_verdict() {
 	return "$rc"
 }
 
-# vm_tests VARIANT FILE...: the selected tests, grouped into boots by the machine they need.
-vm_tests() {
-	local variant=$1 f key keys=() n=0 i
+# The VM runs (boots) are units: a batch, a lone test, the harness self-test. They run in the
+# background, ORDMA_VM_JOBS (2) at once, the longest kinds first (the debug kernel's), each
+# writing its step's log as it goes; their steps are reported in the order below, as each
+# one's result is in. UNITS: the units in report order; UNIT_CMD[u]: its command;
+# UNIT_AFTER[u]: the steps reported after it (a batch's tests: "DIR NAME ...").
+UNITS=()
+declare -A UNIT_CMD=() UNIT_AFTER=()
+# plan_vm_tests VARIANT FILE...: the selected tests, grouped into boots by the machine they need.
+plan_vm_tests() {
+	local variant=$1 f key keys=() n=0 i u
 	shift
 	declare -A group=()
 	for f; do
@@ -236,16 +250,73 @@ vm_tests() {
 	for key in "${keys[@]}"; do
 		read -r -a fs <<<"${group[$key]}"
 		if [ ${#fs[@]} = 1 ]; then
-			step "vm-${variant:+$variant-}$(basename "${fs[0]}" .sh)" vm_test "${fs[0]}" "$variant" || true
+			u=vm-${variant:+$variant-}$(basename "${fs[0]}" .sh)
+			UNITS+=("$u")
+			UNIT_CMD[$u]="vm_test $(printf '%q ' "${fs[0]}" "$variant")"
 			continue
 		fi
 		n=$((n + 1))
-		local b=vm-${variant:+$variant-}batch$n
-		step "$b" vm_batch "$variant" "$TR/$b" "${fs[@]}" || true
+		u=vm-${variant:+$variant-}batch$n
+		UNITS+=("$u")
+		UNIT_CMD[$u]="vm_batch $(printf '%q ' "$variant" "$TR/$u" "${fs[@]}")"
 		for i in "${fs[@]}"; do
-			step "vm-${variant:+$variant-}$(basename "$i" .sh)" batch_verdict "$TR/$b" "$(basename "$i" .sh)" || true
+			UNIT_AFTER[$u]+="vm-${variant:+$variant-}$(basename "$i" .sh):$(basename "$i" .sh) "
 		done
 	done
+}
+# run_unit NAME: its command, its log in $TR/NAME.run.log; then NAME.rc and NAME.seconds.
+run_unit() {
+	local u=$1 start=$SECONDS rc=0
+	log "started $u"
+	eval "${UNIT_CMD[$u]}" >"$TR/.units/$u.log" 2>&1 </dev/null || rc=$?
+	echo $((SECONDS - start)) >"$TR/.units/$u.seconds"
+	echo "$rc" >"$TR/.units/$u.rc"
+	log "finished $u (exit $rc, $((SECONDS - start)) s)"
+}
+# unit_result NAME: a finished unit's log and exit status, as its step.
+unit_result() {
+	cat "$TR/.units/$1.log"
+	STEP_TIME=$(cat "$TR/.units/$1.seconds")
+	return "$(cat "$TR/.units/$1.rc")"
+}
+kill_tree() { # PID: it and all its descendants, SIGTERM
+	local c
+	for c in $(pgrep -P "$1"); do kill_tree "$c"; done
+	kill -TERM "$1" 2>/dev/null || true
+}
+# run_units: all of UNITS, the pool in the background; each step reported in order as its
+# unit finishes.
+run_units() {
+	local u t jobs=${ORDMA_VM_JOBS:-2} order=()
+	[ ${#UNITS[@]} -gt 0 ] || return 0
+	mkdir -p "$TR/.units"
+	# Longest first: the debug kernel's runs, then the rest, each in report order.
+	for u in "${UNITS[@]}"; do [[ $u == vm-debug-* ]] && order+=("$u"); done
+	for u in "${UNITS[@]}"; do [[ $u == vm-debug-* ]] || order+=("$u"); done
+	log "${#UNITS[@]} VM runs, $jobs at a time (ORDMA_VM_JOBS)"
+	(
+		for u in "${order[@]}"; do
+			while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+			run_unit "$u" &
+		done
+		wait
+	) &
+	local pool=$!
+	# Stopped (Ctrl-C, SIGTERM): the pool and every run in it with us; each run's harness
+	# then stops its QEMU and NIC models.
+	trap 'kill_tree '"$pool"'; exit 130' INT TERM
+	for u in "${UNITS[@]}"; do
+		while [ ! -s "$TR/.units/$u.rc" ]; do
+			kill -0 "$pool" 2>/dev/null || [ -s "$TR/.units/$u.rc" ] ||
+				{ echo "127" >"$TR/.units/$u.rc"; echo "the VM runs stopped before $u ran" >>"$TR/.units/$u.log"; }
+			sleep 1
+		done
+		step "$u" unit_result "$u" || true
+		for t in ${UNIT_AFTER[$u]:-}; do
+			step "${t%%:*}" batch_verdict "$TR/$u" "${t#*:}" || true
+		done
+	done
+	wait "$pool" || true
 }
 
 TESTS=("$ORDMA_SRC"/qemu-test/tests/*.sh)
@@ -282,8 +353,11 @@ step --show build-kernel "$ORDMA_SRC/scripts/build-kernel.sh" || { log "no test 
 if [ -n "$need_vm" ] || selected module-build host-kconfig-check; then
 	if step module-build module_build; then
 		! selected host-kconfig-check || step host-kconfig-check kconfig_check || true
-		! selected host-harness-selftest || step host-harness-selftest "$ORDMA_SRC/qemu-test/selftest.sh" "$TR/harness-selftest" || true
-		vm_tests "" "${TESTS[@]}"
+		if selected host-harness-selftest; then
+			UNITS+=(host-harness-selftest)
+			UNIT_CMD[host-harness-selftest]="$(printf '%q ' "$ORDMA_SRC/qemu-test/selftest.sh" "$TR/harness-selftest")"
+		fi
+		plan_vm_tests "" "${TESTS[@]}"
 	else
 		log "module build failed: skipping the tests that need ordma.ko"
 	fi
@@ -293,11 +367,12 @@ fi
 if [ -n "$need_debug" ]; then
 	if step --show build-kernel-debug env ORDMA_KERNEL=debug "$ORDMA_SRC/scripts/build-kernel.sh" &&
 		step module-build-debug module_build_debug; then
-		vm_tests debug "${DEBUG_TESTS[@]}"
+		plan_vm_tests debug "${DEBUG_TESTS[@]}"
 	else
 		log "no debug kernel or module: skipping the debug VM tests"
 	fi
 fi
+run_units
 
 printf '%s: %d step(s) failed; %d s in all\n' "$([ $failed = 0 ] && echo PASS || echo FAIL)" \
 	"$failed" "$((SECONDS - T0))" | tee -a "$SUMMARY" >&2
