@@ -551,3 +551,67 @@ fn rc_masks_are_the_kernel_tables() {
         [1, 1 << 7, 1 << 16, 1 << 20, 1 << 25]
     );
 }
+
+#[test]
+fn send_wqe_round_trips_and_refuses_reserved_bytes() {
+    let w = SendWqe {
+        opcode: WR_RDMA_WRITE_IMM,
+        flags: WQE_FLAG_SIGNALED | WQE_FLAG_INLINE,
+        num_sge: 0,
+        imm: 0x0102_0304,
+        inline_len: 17,
+        remote_addr: 0x1122_3344_5566_7788,
+        rkey: 0x0000_0abc,
+    };
+    let mut b = [0xffu8; 64];
+    assert!(w.encode_into(&mut b));
+    assert_eq!(SendWqe::decode(&b), Some(w));
+    assert_eq!(&b[32..], &[0xffu8; 32][..], "encode leaves the SGEs and inline data alone");
+    for reserved in [3usize, 12, 13, 14, 15, 28, 29, 30, 31] {
+        let mut bad = b;
+        bad[reserved] = 1;
+        assert_eq!(SendWqe::decode(&bad), None, "reserved byte {reserved}");
+    }
+    assert!(!w.encode_into(&mut [0u8; 31]));
+    assert_eq!(SendWqe::decode(&b[..31]), None);
+    let sge = Sge { addr: 0xdead_beef_0000, length: 4096, lkey: 0x1_02 };
+    assert!(sge.encode_into(&mut b, SendWqe::sge_offset(1)));
+    assert_eq!(Sge::decode_from(&b, SendWqe::sge_offset(1)), Some(sge));
+    assert!(!sge.encode_into(&mut b, SendWqe::sge_offset(2)), "past the end");
+}
+
+#[test]
+fn recv_wqe_and_cqe_round_trip() {
+    let mut b = [0u8; 64];
+    assert!(RecvWqe { num_sge: 3 }.encode_into(&mut b));
+    assert_eq!(RecvWqe::decode(&b), Some(RecvWqe { num_sge: 3 }));
+    b[15] = 1;
+    assert_eq!(RecvWqe::decode(&b), None);
+    let c = Cqe {
+        wqe_index: 0xfffe,
+        status: WC_REM_ACCESS_ERR,
+        opcode: WC_RECV_RDMA_IMM,
+        qpn: 77,
+        byte_len: 2 << 20,
+        imm: 0xa1b2_c3d4,
+        flags: CQE_FLAG_RECV | CQE_FLAG_IMM,
+        vendor_err: 9,
+        src_qp: 0x00ff_ffff,
+    };
+    let e = c.encode();
+    assert_eq!(e.len(), CQE_OWNER_OFFSET);
+    assert_eq!(Cqe::decode(&e), Some(c));
+    assert_eq!(e[2], WC_REM_ACCESS_ERR);
+    assert_eq!(e[3], WC_RECV_RDMA_IMM);
+}
+
+#[test]
+fn cqe_phase_is_one_on_the_first_pass_and_flips_each_wrap() {
+    assert_eq!(cqe_phase(0, 2), 1);
+    assert_eq!(cqe_phase(3, 2), 1);
+    assert_eq!(cqe_phase(4, 2), 0);
+    assert_eq!(cqe_phase(8, 2), 1);
+    // Free-running 16-bit indices stay consistent across their own wrap (depth <= 2^15).
+    assert_eq!(cqe_phase(0xffff, 15), 0);
+    assert_eq!(cqe_phase(0x1_0000 & 0xffff, 15), 1);
+}

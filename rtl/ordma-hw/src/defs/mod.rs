@@ -658,8 +658,10 @@ mod cq;
 mod doorbell;
 mod memory;
 mod qp;
+mod wqe;
 
 pub use cq::*;
 pub use doorbell::*;
 pub use memory::*;
 pub use qp::*;
+pub use wqe::*;
