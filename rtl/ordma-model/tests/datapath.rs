@@ -1,0 +1,1161 @@
+//! The RC engine's data path, loopback on one NIC, against anonymous guest memory: two QPs
+//! connected to each other (the AV's `dlid` is the port's own LID), everything built
+//! through the admin queue; bytes, CQEs, PSNs, errors, flushes, RNR and CQ events checked.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Irqs, BUF, CQ, EQ, LEN, SQ};
+use ordma_hw as hw;
+use ordma_model::engine::{Nic, NicConfig};
+use ordma_model::mem::{anonymous, Dma, GuestMemoryMmap};
+
+/// Page tables.
+const PT: u64 = 0x100_0000;
+const PT_LEN: usize = 0x40_0000;
+/// Rings: SQs, RQs, CQs (physically contiguous pages).
+const RINGS: u64 = 0x200_0000;
+const RINGS_LEN: usize = 0x40_0000;
+/// Data: 1 GiB (only touched pages cost).
+const DATA: u64 = 0x4000_0000;
+const DATA_LEN: usize = 0x4000_0000;
+const AQ_LOG: u32 = 4;
+const EQ_LOG: u32 = 6;
+/// The big MR: 16 MiB of 2 MiB pages in a shuffled order, at this virtual address.
+const BIG_VA: u64 = 0x1_0000_0000;
+const BIG_PAGES: [u64; 8] = [3, 0, 6, 1, 7, 2, 5, 4];
+const BIG_PHYS: u64 = DATA + 0x1000_0000;
+/// The small MR: 64 pages of 4 KiB, shuffled.
+const SMALL_VA: u64 = 0x2_0000_0000;
+const SMALL_PHYS: u64 = DATA + 0x2000_0000;
+/// A read-only MR (no remote access) over the small MR's pages.
+const RO_VA: u64 = 0x3_0000_0000;
+const SQ_LOG: u8 = 6;
+const SQ_WQE_LOG: u8 = 8;
+const RQ_LOG: u8 = 6;
+const RQ_WQE_LOG: u8 = 6;
+const CQ_LOG: u8 = 6;
+const PAGE: u32 = 1;
+
+type P = [u8; hw::AQ_SQE_SIZE - 8];
+
+fn small_page(i: u64) -> u64 {
+    (i * 37) % 64
+}
+
+/// Deterministic bytes.
+fn bytes(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+struct Cq {
+    cqn: u32,
+    ring: u64,
+    record: u64,
+    ci: u32,
+}
+
+struct Qp {
+    qpn: u32,
+    sq: u64,
+    rq: u64,
+    sq_pi: u16,
+    rq_pi: u16,
+}
+
+struct Rig {
+    nic: Nic,
+    mem: GuestMemoryMmap,
+    irq: Irqs,
+    prod: u16,
+    ev: u16,
+    pdn: u32,
+    big: u32,
+    small: u32,
+    ro: u32,
+    scq: Cq,
+    rcq: Cq,
+    a: Qp,
+    b: Qp,
+    pt_next: u64,
+}
+
+impl Rig {
+    fn w(&mut self, reg: usize, v: u32) {
+        self.nic.bar0_write(reg as u64, 4, v, &self.mem, &self.irq);
+    }
+
+    fn run(&mut self, opcode: u8, params: P) -> (u16, u64) {
+        let e = hw::AdminCmd {
+            opcode,
+            cmd_id: u32::from(self.prod),
+            params,
+        }
+        .encode();
+        let slot = u64::from(self.prod % (1 << AQ_LOG));
+        self.mem
+            .dma_write(SQ + slot * hw::AQ_SQE_SIZE as u64, &e)
+            .unwrap();
+        self.prod = self.prod.wrapping_add(1);
+        self.w(hw::REG_AQ_SQ_DB, u32::from(self.prod));
+        let mut b = [0u8; hw::AQ_CQE_SIZE];
+        self.mem
+            .dma_read(CQ + slot * hw::AQ_CQE_SIZE as u64, &mut b)
+            .unwrap();
+        let c = hw::AdminCompletion::decode(&b);
+        (c.status, c.result)
+    }
+
+    fn ok(&mut self, opcode: u8, params: P) -> u64 {
+        let (s, r) = self.run(opcode, params);
+        assert_eq!(s, hw::AQ_OK, "opcode {opcode:#x}");
+        r
+    }
+
+    fn next_event(&mut self) -> Option<hw::Event> {
+        let mut b = [0u8; hw::EQE_SIZE];
+        let depth = 1u16 << EQ_LOG;
+        let slot = u64::from(self.ev % depth);
+        self.mem
+            .dma_read(EQ + slot * hw::EQE_SIZE as u64, &mut b)
+            .unwrap();
+        let e = hw::Event::decode(&b);
+        if e.phase != hw::phase(self.ev, depth) {
+            return None;
+        }
+        self.ev += 1;
+        self.w(hw::REG_EQ_DB, u32::from(self.ev));
+        Some(e)
+    }
+
+    fn events(&mut self) -> Vec<(u8, u32)> {
+        std::iter::from_fn(|| self.next_event())
+            .map(|e| (e.kind, e.data))
+            .collect()
+    }
+
+    /// A one-level page list of `pages` (at most 512).
+    fn list(&mut self, shift: u8, pages: &[u64]) -> hw::PageList {
+        let at = self.pt_next;
+        self.pt_next += 0x1000;
+        let b: Vec<u8> = pages.iter().flat_map(|e| e.to_le_bytes()).collect();
+        self.mem.dma_write(at, &b).unwrap();
+        hw::PageList {
+            root: at,
+            npages: pages.len() as u32,
+            page_shift: shift,
+            levels: 1,
+        }
+    }
+
+    fn mr(&mut self, va: u64, len: u64, shift: u8, pages: &[u64], access: u32) -> u32 {
+        let pages = self.list(shift, pages);
+        let p = hw::CreateMrParams {
+            pdn: self.pdn,
+            access,
+            iova: va,
+            length: len,
+            pages,
+        };
+        self.ok(hw::CMD_CREATE_MR, p.encode()) as u32
+    }
+
+    fn cq(&mut self, ring: u64, record: u64) -> Cq {
+        let bytes = 32u64 << CQ_LOG;
+        let pages: Vec<u64> = (0..bytes.div_ceil(4096)).map(|i| ring + i * 4096).collect();
+        let list = self.list(12, &pages);
+        let p = hw::CreateCqParams {
+            db_page: PAGE,
+            log_depth: CQ_LOG,
+            log_cqe_size: 5,
+            ring: list,
+            db_record: record,
+        };
+        let cqn = self.ok(hw::CMD_CREATE_CQ, p.encode()) as u32;
+        Cq {
+            cqn,
+            ring,
+            record,
+            ci: 0,
+        }
+    }
+
+    fn qp(&mut self, sq: u64, rq: u64) -> Qp {
+        let sq_pages: Vec<u64> = (0..(1u64 << (SQ_LOG + SQ_WQE_LOG)) / 4096)
+            .map(|i| sq + i * 4096)
+            .collect();
+        let sq_list = self.list(12, &sq_pages);
+        let rq_pages: Vec<u64> = (0..(1u64 << (RQ_LOG + RQ_WQE_LOG)).div_ceil(4096))
+            .map(|i| rq + i * 4096)
+            .collect();
+        let rq_list = self.list(12, &rq_pages);
+        let p = hw::CreateQpParams {
+            qp_type: hw::QP_TYPE_RC,
+            db_page: PAGE as u8,
+            max_send_sge: 4,
+            max_recv_sge: 3,
+            pdn: self.pdn,
+            send_cqn: self.scq.cqn,
+            recv_cqn: self.rcq.cqn,
+            max_inline: 128,
+            flags: 0,
+            sq: hw::WorkQueue {
+                log_depth: SQ_LOG,
+                log_wqe_size: SQ_WQE_LOG,
+                ring: sq_list,
+            },
+            rq: hw::WorkQueue {
+                log_depth: RQ_LOG,
+                log_wqe_size: RQ_WQE_LOG,
+                ring: rq_list,
+            },
+        };
+        let qpn = self.ok(hw::CMD_CREATE_QP, p.encode()) as u32;
+        Qp {
+            qpn,
+            sq,
+            rq,
+            sq_pi: 0,
+            rq_pi: 0,
+        }
+    }
+
+    fn modify(&mut self, qpn: u32, mask: u32, a: &hw::QpAttr) -> u16 {
+        self.mem.dma_write(BUF, &a.encode()).unwrap();
+        let p = hw::ModifyQpParams {
+            qpn,
+            attr_mask: mask,
+            attr_addr: BUF,
+            attr_len: hw::QP_ATTR_SIZE as u32,
+        };
+        self.run(hw::CMD_MODIFY_QP, p.encode()).0
+    }
+
+    fn query(&mut self, qpn: u32) -> hw::QpAttr {
+        let p = hw::QueryQpParams {
+            qpn,
+            resp_addr: BUF + 0x200,
+            resp_len: hw::QP_ATTR_SIZE as u32,
+        };
+        assert_eq!(self.run(hw::CMD_QUERY_QP, p.encode()).0, hw::AQ_OK);
+        let mut b = [0u8; hw::QP_ATTR_SIZE];
+        self.mem.dma_read(BUF + 0x200, &mut b).unwrap();
+        hw::QpAttr::decode(&b).unwrap()
+    }
+
+    /// RESET -> RTS towards `dest`, `psn` its send PSN, `rq_psn` its receive PSN.
+    fn connect(
+        &mut self,
+        qpn: u32,
+        dest: u32,
+        sq_psn: u32,
+        rq_psn: u32,
+        f: impl Fn(&mut hw::QpAttr),
+    ) {
+        let mut a = hw::QpAttr {
+            path_mtu: hw::MTU_4096,
+            qp_access_flags: hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_READ,
+            port_num: 1,
+            dest_qp_num: dest,
+            rq_psn,
+            sq_psn,
+            max_rd_atomic: 4,
+            max_dest_rd_atomic: 4,
+            min_rnr_timer: 1,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            ah: hw::QpAh {
+                dlid: 1,
+                port_num: 1,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        f(&mut a);
+        let steps = [
+            (
+                hw::QPS_INIT,
+                hw::QP_ATTR_PKEY_INDEX | hw::QP_ATTR_PORT | hw::QP_ATTR_ACCESS_FLAGS,
+            ),
+            (
+                hw::QPS_RTR,
+                hw::QP_ATTR_AV
+                    | hw::QP_ATTR_PATH_MTU
+                    | hw::QP_ATTR_DEST_QPN
+                    | hw::QP_ATTR_RQ_PSN
+                    | hw::QP_ATTR_MAX_DEST_RD_ATOMIC
+                    | hw::QP_ATTR_MIN_RNR_TIMER,
+            ),
+            (
+                hw::QPS_RTS,
+                hw::QP_ATTR_TIMEOUT
+                    | hw::QP_ATTR_RETRY_CNT
+                    | hw::QP_ATTR_RNR_RETRY
+                    | hw::QP_ATTR_SQ_PSN
+                    | hw::QP_ATTR_MAX_QP_RD_ATOMIC,
+            ),
+        ];
+        for (state, mask) in steps {
+            a.qp_state = state;
+            assert_eq!(self.modify(qpn, hw::QP_ATTR_STATE | mask, &a), hw::AQ_OK);
+        }
+    }
+
+    fn new() -> Self {
+        Self::with(|_| {})
+    }
+
+    /// Two QPs A and B connected to each other, `f` adjusting both QPs' attributes.
+    fn with(f: impl Fn(&mut hw::QpAttr)) -> Self {
+        let config = NicConfig::with_guid(0x42);
+        let mem = anonymous(&[
+            (SQ, LEN),
+            (CQ, LEN),
+            (EQ, LEN),
+            (BUF, LEN),
+            (PT, PT_LEN),
+            (RINGS, RINGS_LEN),
+            (DATA, DATA_LEN),
+        ])
+        .unwrap();
+        let irq = Irqs::default();
+        let mut nic = Nic::new(config);
+        nic.set_bus_master(true, &mem, &irq);
+        let dummy = || Cq {
+            cqn: 0,
+            ring: 0,
+            record: 0,
+            ci: 0,
+        };
+        let dq = || Qp {
+            qpn: 0,
+            sq: 0,
+            rq: 0,
+            sq_pi: 0,
+            rq_pi: 0,
+        };
+        let mut rig = Self {
+            nic,
+            mem,
+            irq,
+            prod: 0,
+            ev: 0,
+            pdn: 0,
+            big: 0,
+            small: 0,
+            ro: 0,
+            scq: dummy(),
+            rcq: dummy(),
+            a: dq(),
+            b: dq(),
+            pt_next: PT,
+        };
+        for (reg, v) in [
+            (hw::REG_AQ_SQ_BASE, SQ as u32),
+            (hw::REG_AQ_CQ_BASE, CQ as u32),
+            (hw::REG_EQ_BASE, EQ as u32),
+            (hw::REG_AQ_LOG_DEPTH, AQ_LOG),
+            (hw::REG_EQ_LOG_DEPTH, EQ_LOG),
+            (hw::REG_CONTROL, hw::CONTROL_ENABLE),
+        ] {
+            rig.w(reg, v);
+        }
+        assert_eq!(rig.events(), [(hw::EVENT_PORT_ACTIVE, 1)]);
+        rig.pdn = rig.ok(hw::CMD_ALLOC_PD, [0; 56]) as u32;
+        let all = hw::ACCESS_LOCAL_WRITE | hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_READ;
+        let big: Vec<u64> = BIG_PAGES.iter().map(|p| BIG_PHYS + p * 0x20_0000).collect();
+        rig.big = rig.mr(BIG_VA, 16 << 20, 21, &big, all);
+        let small: Vec<u64> = (0..64).map(|i| SMALL_PHYS + small_page(i) * 4096).collect();
+        rig.small = rig.mr(SMALL_VA, 64 * 4096, 12, &small, all);
+        rig.ro = rig.mr(RO_VA, 64 * 4096, 12, &small, hw::ACCESS_LOCAL_WRITE);
+        rig.scq = rig.cq(RINGS, BUF + 0x800);
+        rig.rcq = rig.cq(RINGS + 0x1_0000, BUF + 0x808);
+        rig.a = rig.qp(RINGS + 0x10_0000, RINGS + 0x20_0000);
+        rig.b = rig.qp(RINGS + 0x18_0000, RINGS + 0x28_0000);
+        let (a, b) = (rig.a.qpn, rig.b.qpn);
+        rig.connect(a, b, 100, 500, &f);
+        rig.connect(b, a, 500, 100, &f);
+        rig
+    }
+
+    /// The bus address of virtual address `va` in the big or small MR, and the bytes
+    /// contiguous from it.
+    fn bus(va: u64) -> (u64, u64) {
+        if (BIG_VA..BIG_VA + (16 << 20)).contains(&va) {
+            let off = va - BIG_VA;
+            let page = BIG_PAGES[(off >> 21) as usize];
+            (
+                BIG_PHYS + page * 0x20_0000 + off % 0x20_0000,
+                0x20_0000 - off % 0x20_0000,
+            )
+        } else {
+            let off = va - if va >= RO_VA { RO_VA } else { SMALL_VA };
+            (
+                SMALL_PHYS + small_page(off >> 12) * 4096 + off % 4096,
+                4096 - off % 4096,
+            )
+        }
+    }
+
+    fn fill(&self, va: u64, data: &[u8]) {
+        let mut done = 0;
+        while done < data.len() {
+            let (addr, n) = Self::bus(va + done as u64);
+            let n = (n as usize).min(data.len() - done);
+            self.mem.dma_write(addr, &data[done..done + n]).unwrap();
+            done += n;
+        }
+    }
+
+    fn read(&self, va: u64, len: usize) -> Vec<u8> {
+        let mut out = vec![0u8; len];
+        let mut done = 0;
+        while done < len {
+            let (addr, n) = Self::bus(va + done as u64);
+            let n = (n as usize).min(len - done);
+            self.mem.dma_read(addr, &mut out[done..done + n]).unwrap();
+            done += n;
+        }
+        out
+    }
+
+    fn db(&mut self, reg: usize, value: u32) {
+        let off = u64::from(PAGE) * hw::DB_PAGE_SIZE as u64 + reg as u64;
+        self.nic.doorbell_write(off, 4, value, &self.mem, &self.irq);
+    }
+
+    /// Writes a send WQE on `which` QP's SQ (without a doorbell); its index.
+    fn put_send(&mut self, which: char, wqe: hw::SendWqe, sges: &[hw::Sge], inline: &[u8]) -> u16 {
+        let q = if which == 'a' {
+            &mut self.a
+        } else {
+            &mut self.b
+        };
+        let mut b = vec![0u8; 1 << SQ_WQE_LOG];
+        assert!(wqe.encode_into(&mut b));
+        for (i, s) in sges.iter().enumerate() {
+            assert!(s.encode_into(&mut b, hw::SendWqe::sge_offset(i)));
+        }
+        let at = hw::SendWqe::sge_offset(0);
+        b[at..at + inline.len()].copy_from_slice(inline);
+        let slot = u64::from(q.sq_pi % (1 << SQ_LOG));
+        let idx = q.sq_pi;
+        self.mem.dma_write(q.sq + (slot << SQ_WQE_LOG), &b).unwrap();
+        q.sq_pi = q.sq_pi.wrapping_add(1);
+        idx
+    }
+
+    fn ring_sq(&mut self, which: char) {
+        let q = if which == 'a' { &self.a } else { &self.b };
+        let v = hw::db_value(q.qpn, q.sq_pi);
+        self.db(hw::DB_SQ, v);
+    }
+
+    fn send(&mut self, which: char, wqe: hw::SendWqe, sges: &[hw::Sge], inline: &[u8]) -> u16 {
+        let i = self.put_send(which, wqe, sges, inline);
+        self.ring_sq(which);
+        i
+    }
+
+    fn put_recv(&mut self, which: char, sges: &[hw::Sge]) -> u16 {
+        let q = if which == 'a' {
+            &mut self.a
+        } else {
+            &mut self.b
+        };
+        let mut b = vec![0u8; 1 << RQ_WQE_LOG];
+        assert!(hw::RecvWqe {
+            num_sge: sges.len() as u8
+        }
+        .encode_into(&mut b));
+        for (i, s) in sges.iter().enumerate() {
+            assert!(s.encode_into(&mut b, hw::RecvWqe::sge_offset(i)));
+        }
+        let slot = u64::from(q.rq_pi % (1 << RQ_LOG));
+        let idx = q.rq_pi;
+        self.mem.dma_write(q.rq + (slot << RQ_WQE_LOG), &b).unwrap();
+        q.rq_pi = q.rq_pi.wrapping_add(1);
+        idx
+    }
+
+    fn recv(&mut self, which: char, sges: &[hw::Sge]) -> u16 {
+        let i = self.put_recv(which, sges);
+        let q = if which == 'a' { &self.a } else { &self.b };
+        let v = hw::db_value(q.qpn, q.rq_pi);
+        self.db(hw::DB_RQ, v);
+        i
+    }
+
+    /// The next CQE of the send (`'s'`) or receive CQ, if its phase says it is new.
+    fn poll(&mut self, which: char) -> Option<hw::Cqe> {
+        let cq = if which == 's' {
+            &mut self.scq
+        } else {
+            &mut self.rcq
+        };
+        let slot = u64::from(cq.ci % (1 << CQ_LOG));
+        let mut b = [0u8; 32];
+        self.mem.dma_read(cq.ring + slot * 32, &mut b).unwrap();
+        if b[hw::CQE_OWNER_OFFSET] & 1 != hw::cqe_phase(cq.ci, CQ_LOG) {
+            return None;
+        }
+        cq.ci += 1;
+        self.mem.dma_write(cq.record, &cq.ci.to_le_bytes()).unwrap();
+        hw::Cqe::decode(&b)
+    }
+
+    fn cqe(&mut self, which: char) -> hw::Cqe {
+        self.poll(which).expect("a CQE")
+    }
+
+    fn state(&mut self, qpn: u32) -> u8 {
+        self.query(qpn).qp_state
+    }
+}
+
+fn sge(addr: u64, length: u32, lkey: u32) -> hw::Sge {
+    hw::Sge { addr, length, lkey }
+}
+
+fn wqe(opcode: u8, flags: u8, num_sge: u8) -> hw::SendWqe {
+    hw::SendWqe {
+        opcode,
+        flags,
+        num_sge,
+        ..Default::default()
+    }
+}
+
+/// `len` bytes split into up to `n` SGEs of uneven sizes at `va`.
+fn split(va: u64, len: u32, n: u32, key: u32) -> Vec<hw::Sge> {
+    let mut out = Vec::new();
+    let mut off = 0;
+    for i in 0..n {
+        let part = if i + 1 == n {
+            len - off
+        } else {
+            (len - off) / (n - i + 1)
+        };
+        out.push(sge(va + u64::from(off), part, key));
+        off += part;
+    }
+    out
+}
+
+const SIZES: [u32; 7] = [0, 1, 4095, 4096, 4097, 65536, 2 << 20];
+const SIGNALED: u8 = hw::WQE_FLAG_SIGNALED;
+
+#[test]
+fn send_recv_every_size_multi_sge_both_sides() {
+    let mut rig = Rig::new();
+    let (a, b) = (rig.a.qpn, rig.b.qpn);
+    for (n, &size) in SIZES.iter().enumerate() {
+        let data = bytes(n as u64, size as usize);
+        let src = BIG_VA + 0x1234;
+        let dst = BIG_VA + (8 << 20) + 0x777;
+        rig.fill(src, &data);
+        rig.fill(dst, &vec![0xee; size as usize + 16]);
+        let big = rig.big;
+        let ri = rig.recv('b', &split(dst, size + 16, 3, big));
+        let imm = if n % 2 == 1 {
+            hw::WR_SEND_IMM
+        } else {
+            hw::WR_SEND
+        };
+        let mut w = wqe(imm, SIGNALED, 2);
+        w.imm = 0x1122_3344 + n as u32;
+        let si = rig.send('a', w, &split(src, size, 2, big), &[]);
+        let c = rig.cqe('s');
+        assert_eq!(
+            (c.status, c.opcode, c.wqe_index, c.qpn, c.byte_len),
+            (hw::WC_SUCCESS, hw::WC_SEND, si, a, size),
+            "size {size}"
+        );
+        let c = rig.cqe('r');
+        assert_eq!(
+            (c.status, c.opcode, c.wqe_index, c.qpn, c.byte_len, c.src_qp),
+            (hw::WC_SUCCESS, hw::WC_RECV, ri, b, size, a),
+            "size {size}"
+        );
+        if imm == hw::WR_SEND_IMM {
+            assert_eq!(c.flags, hw::CQE_FLAG_RECV | hw::CQE_FLAG_IMM);
+            assert_eq!(c.imm, 0x1122_3344 + n as u32);
+        } else {
+            assert_eq!(c.flags, hw::CQE_FLAG_RECV);
+        }
+        let got = rig.read(dst, size as usize + 16);
+        assert!(got[..size as usize] == data[..], "size {size}: bytes");
+        assert_eq!(
+            got[size as usize..],
+            [0xee; 16],
+            "size {size}: nothing beyond"
+        );
+        assert!(rig.poll('s').is_none() && rig.poll('r').is_none());
+    }
+    assert_eq!(rig.state(a), hw::QPS_RTS);
+    assert_eq!(rig.state(b), hw::QPS_RTS);
+}
+
+#[test]
+fn write_write_imm_and_read_every_size() {
+    let mut rig = Rig::new();
+    let (a, b) = (rig.a.qpn, rig.b.qpn);
+    let big = rig.big;
+    for (n, &size) in SIZES.iter().enumerate() {
+        let data = bytes(100 + n as u64, size as usize);
+        let src = BIG_VA + 0x10;
+        let dst = BIG_VA + (6 << 20) + 0x3;
+        let back = BIG_VA + (12 << 20) + 0x99;
+        rig.fill(src, &data);
+        rig.fill(dst, &vec![0; size as usize + 8]);
+        // WRITE.
+        let mut w = wqe(hw::WR_RDMA_WRITE, SIGNALED, 3);
+        w.remote_addr = dst;
+        w.rkey = big;
+        let i = rig.send('a', w, &split(src, size, 3, big), &[]);
+        let c = rig.cqe('s');
+        assert_eq!(
+            (c.status, c.opcode, c.wqe_index, c.byte_len),
+            (hw::WC_SUCCESS, hw::WC_RDMA_WRITE, i, size)
+        );
+        assert!(rig.read(dst, size as usize) == data, "WRITE {size}");
+        assert!(rig.poll('r').is_none(), "a WRITE consumes no receive");
+        // WRITE with immediate: the same bytes again plus a receive completion.
+        rig.fill(dst, &vec![0; size as usize]);
+        let ri = rig.recv('b', &[]);
+        let mut w = wqe(hw::WR_RDMA_WRITE_IMM, SIGNALED | hw::WQE_FLAG_SOLICITED, 3);
+        w.remote_addr = dst;
+        w.rkey = big;
+        w.imm = 0xdead_beef;
+        rig.send('a', w, &split(src, size, 3, big), &[]);
+        assert_eq!(rig.cqe('s').status, hw::WC_SUCCESS);
+        let c = rig.cqe('r');
+        assert_eq!(
+            (
+                c.status,
+                c.opcode,
+                c.wqe_index,
+                c.byte_len,
+                c.imm,
+                c.flags,
+                c.src_qp,
+                c.qpn
+            ),
+            (
+                hw::WC_SUCCESS,
+                hw::WC_RECV_RDMA_IMM,
+                ri,
+                size,
+                0xdead_beef,
+                hw::CQE_FLAG_RECV | hw::CQE_FLAG_IMM | hw::CQE_FLAG_SOLICITED,
+                a,
+                b
+            )
+        );
+        assert!(rig.read(dst, size as usize) == data, "WRITE_IMM {size}");
+        // READ it back into a third buffer.
+        rig.fill(back, &vec![0; size as usize]);
+        let mut w = wqe(hw::WR_RDMA_READ, SIGNALED, 2);
+        w.remote_addr = dst;
+        w.rkey = big;
+        let i = rig.send('a', w, &split(back, size, 2, big), &[]);
+        let c = rig.cqe('s');
+        assert_eq!(
+            (c.status, c.opcode, c.wqe_index, c.byte_len),
+            (hw::WC_SUCCESS, hw::WC_RDMA_READ, i, size)
+        );
+        assert!(rig.read(back, size as usize) == data, "READ {size}");
+    }
+}
+
+#[test]
+fn inline_sends_and_psns_advance_per_packet() {
+    let mut rig = Rig::with(|a| a.path_mtu = 3);
+    let (a, b) = (rig.a.qpn, rig.b.qpn);
+    let small = rig.small;
+    // Inline: 100 bytes in the WQE.
+    let data = bytes(7, 100);
+    let ri = rig.recv('b', &[sge(SMALL_VA + 4000, 200, small)]);
+    let mut w = wqe(hw::WR_SEND, SIGNALED, 0);
+    w.flags |= hw::WQE_FLAG_INLINE;
+    w.inline_len = 100;
+    rig.send('a', w, &[], &data);
+    assert_eq!(rig.cqe('s').status, hw::WC_SUCCESS);
+    let c = rig.cqe('r');
+    assert_eq!((c.wqe_index, c.byte_len), (ri, 100));
+    assert_eq!(rig.read(SMALL_VA + 4000, 100), data);
+    assert_eq!(rig.query(a).sq_psn, 101);
+    assert_eq!(rig.query(b).rq_psn, 101);
+    // MTU 1024: 5000 bytes are 5 packets; an unsignaled WRITE writes no CQE.
+    let mut w = wqe(hw::WR_RDMA_WRITE, 0, 1);
+    w.remote_addr = SMALL_VA + 0x8000;
+    w.rkey = small;
+    rig.send('a', w, &[sge(SMALL_VA, 5000, small)], &[]);
+    assert!(rig.poll('s').is_none());
+    assert_eq!(rig.query(a).sq_psn, 106);
+    assert_eq!(rig.query(b).rq_psn, 106);
+    assert_eq!(rig.read(SMALL_VA + 0x8000, 5000), rig.read(SMALL_VA, 5000));
+    // A READ of 3000 bytes takes 3 PSNs (its responses); zero bytes one.
+    let mut w = wqe(hw::WR_RDMA_READ, SIGNALED, 1);
+    w.remote_addr = SMALL_VA;
+    w.rkey = small;
+    rig.send('a', w, &[sge(SMALL_VA + 0x2_0000, 3000, small)], &[]);
+    let c = rig.cqe('s');
+    assert_eq!(
+        (c.status, c.wqe_index),
+        (hw::WC_SUCCESS, 2),
+        "unsignaled WQE 1 done before"
+    );
+    assert_eq!(rig.query(a).sq_psn, 109);
+    let w = wqe(hw::WR_SEND, SIGNALED, 0);
+    rig.recv('b', &[]);
+    rig.send('a', w, &[], &[]);
+    assert_eq!(rig.cqe('s').byte_len, 0);
+    assert_eq!(rig.cqe('r').byte_len, 0);
+    assert_eq!(rig.query(a).sq_psn, 110);
+    assert_eq!(rig.query(b).rq_psn, 110);
+}
+
+#[test]
+fn cqe_phase_flips_across_a_wrap_and_the_first_request_raises_comm_est() {
+    let mut rig = Rig::new();
+    let small = rig.small;
+    for i in 0..150u32 {
+        rig.recv('b', &[sge(SMALL_VA, 4, small)]);
+        let mut w = wqe(hw::WR_SEND, SIGNALED, 0);
+        w.flags |= hw::WQE_FLAG_INLINE;
+        w.inline_len = 4;
+        rig.send('a', w, &[], &i.to_le_bytes());
+        let s = rig.cqe('s');
+        let r = rig.cqe('r');
+        assert_eq!(u32::from(s.wqe_index), i);
+        assert_eq!(u32::from(r.wqe_index), i);
+        assert_eq!(rig.read(SMALL_VA, 4), i.to_le_bytes());
+    }
+    // Slot 0 on the third pass has phase 1 again; one past it is stale.
+    assert!(rig.poll('s').is_none());
+    assert_eq!(rig.nic.status() & hw::STATUS_FATAL, 0);
+}
+
+#[test]
+fn comm_est_on_the_first_request_in_rtr() {
+    let mut rig = Rig::new();
+    let (a, b) = (rig.a.qpn, rig.b.qpn);
+    // Take B back to RTR: reset it and connect up to RTR only.
+    assert_eq!(
+        rig.modify(b, hw::QP_ATTR_STATE, &hw::QpAttr::default()),
+        hw::AQ_OK
+    );
+    rig.b.rq_pi = 0;
+    let mut at = hw::QpAttr {
+        qp_state: hw::QPS_INIT,
+        port_num: 1,
+        qp_access_flags: hw::ACCESS_REMOTE_WRITE,
+        ..Default::default()
+    };
+    let m =
+        hw::QP_ATTR_STATE | hw::QP_ATTR_PKEY_INDEX | hw::QP_ATTR_PORT | hw::QP_ATTR_ACCESS_FLAGS;
+    assert_eq!(rig.modify(b, m, &at), hw::AQ_OK);
+    at.qp_state = hw::QPS_RTR;
+    at.path_mtu = hw::MTU_4096;
+    at.dest_qp_num = a;
+    at.rq_psn = 100;
+    at.ah = hw::QpAh {
+        dlid: 1,
+        port_num: 1,
+        ..Default::default()
+    };
+    let m = hw::QP_ATTR_STATE
+        | hw::QP_ATTR_AV
+        | hw::QP_ATTR_PATH_MTU
+        | hw::QP_ATTR_DEST_QPN
+        | hw::QP_ATTR_RQ_PSN
+        | hw::QP_ATTR_MAX_DEST_RD_ATOMIC
+        | hw::QP_ATTR_MIN_RNR_TIMER;
+    assert_eq!(rig.modify(b, m, &at), hw::AQ_OK);
+    rig.events();
+    let small = rig.small;
+    for _ in 0..2 {
+        let mut w = wqe(hw::WR_RDMA_WRITE, SIGNALED, 1);
+        w.remote_addr = SMALL_VA + 0x100;
+        w.rkey = small;
+        rig.send('a', w, &[sge(SMALL_VA, 16, small)], &[]);
+        assert_eq!(rig.cqe('s').status, hw::WC_SUCCESS);
+    }
+    assert_eq!(rig.events(), [(hw::EVENT_QP_COMM_EST, b)], "once");
+}
+
+/// The QP `qpn` is in ERR.
+fn in_err(rig: &mut Rig, qpn: u32) {
+    assert_eq!(rig.state(qpn), hw::QPS_ERR);
+}
+
+#[test]
+fn malformed_wqes_are_loc_qp_op_err_and_flush_the_rest_in_order() {
+    let cases: Vec<(&str, hw::SendWqe)> = vec![
+        ("opcode", wqe(9, SIGNALED, 0)),
+        ("flag", wqe(hw::WR_SEND, 0x10, 0)),
+        ("num_sge", wqe(hw::WR_SEND, 0, 5)),
+        (
+            "inline too long",
+            hw::SendWqe {
+                flags: hw::WQE_FLAG_INLINE,
+                inline_len: 129,
+                ..wqe(hw::WR_SEND, 0, 0)
+            },
+        ),
+        (
+            "inline READ",
+            hw::SendWqe {
+                flags: hw::WQE_FLAG_INLINE,
+                inline_len: 4,
+                ..wqe(hw::WR_RDMA_READ, 0, 0)
+            },
+        ),
+        (
+            "inline_len without INLINE",
+            hw::SendWqe {
+                inline_len: 4,
+                ..wqe(hw::WR_SEND, 0, 0)
+            },
+        ),
+    ];
+    for (name, w) in cases {
+        let mut rig = Rig::new();
+        let a = rig.a.qpn;
+        let bad = rig.put_send('a', w, &[], &[]);
+        let next = rig.put_send('a', wqe(hw::WR_SEND, 0, 0), &[], &[]);
+        let last = rig.put_send('a', wqe(hw::WR_SEND, SIGNALED, 0), &[], &[]);
+        rig.ring_sq('a');
+        let c = rig.cqe('s');
+        assert_eq!(
+            (c.status, c.wqe_index, c.qpn),
+            (hw::WC_LOC_QP_OP_ERR, bad, a),
+            "{name}"
+        );
+        for i in [next, last] {
+            let c = rig.cqe('s');
+            assert_eq!((c.status, c.wqe_index), (hw::WC_WR_FLUSH_ERR, i), "{name}");
+        }
+        in_err(&mut rig, a);
+        // Later WQEs flush at once, receives too.
+        let i = rig.send('a', wqe(hw::WR_SEND, 0, 0), &[], &[]);
+        assert_eq!(rig.cqe('s').status, hw::WC_WR_FLUSH_ERR);
+        let _ = i;
+        let r = rig.recv('a', &[]);
+        let c = rig.cqe('r');
+        assert_eq!(
+            (c.status, c.wqe_index, c.flags),
+            (hw::WC_WR_FLUSH_ERR, r, hw::CQE_FLAG_RECV)
+        );
+    }
+    // A reserved byte.
+    let mut rig = Rig::new();
+    let i = rig.put_send('a', wqe(hw::WR_SEND, SIGNALED, 0), &[], &[]);
+    rig.mem.dma_write(rig.a.sq + 3, &[1]).unwrap();
+    rig.ring_sq('a');
+    assert_eq!((rig.cqe('s').status, i), (hw::WC_LOC_QP_OP_ERR, 0));
+}
+
+#[test]
+fn bad_lkeys_ranges_and_access_are_loc_prot_err() {
+    let cases: Vec<(&str, u8, hw::Sge)> = vec![
+        ("unknown lkey", hw::WR_SEND, sge(SMALL_VA, 4, 0xff_ffff)),
+        (
+            "beyond the MR",
+            hw::WR_SEND,
+            sge(SMALL_VA + 64 * 4096 - 2, 4, 0),
+        ),
+        ("before the MR", hw::WR_SEND, sge(SMALL_VA - 1, 4, 0)),
+        (
+            "READ into a MR without LOCAL_WRITE",
+            hw::WR_RDMA_READ,
+            sge(0, 4, 1),
+        ),
+    ];
+    for (name, op, mut s) in cases {
+        let mut rig = Rig::new();
+        if s.lkey == 0 {
+            s.lkey = rig.small;
+        }
+        if s.lkey == 1 {
+            // An MR without LOCAL_WRITE.
+            let pages: Vec<u64> = (0..1).map(|i| SMALL_PHYS + i * 4096).collect();
+            s.lkey = rig.mr(0x9_0000_0000, 4096, 12, &pages, 0);
+            s.addr = 0x9_0000_0000;
+        }
+        let mut w = wqe(op, 0, 1);
+        w.remote_addr = SMALL_VA;
+        w.rkey = rig.small;
+        rig.recv('b', &[sge(SMALL_VA, 64, rig.small)]);
+        let i = rig.send('a', w, &[s], &[]);
+        let c = rig.cqe('s');
+        assert_eq!((c.status, c.wqe_index), (hw::WC_LOC_PROT_ERR, i), "{name}");
+        let a = rig.a.qpn;
+        in_err(&mut rig, a);
+        let b = rig.b.qpn;
+        assert_eq!(
+            rig.state(b),
+            hw::QPS_RTS,
+            "{name}: the responder saw nothing"
+        );
+        assert!(rig.poll('r').is_none(), "{name}");
+    }
+}
+
+#[test]
+fn a_receive_too_small_is_loc_len_err_there_and_rem_inv_req_err_here() {
+    let mut rig = Rig::new();
+    let (a, b) = (rig.a.qpn, rig.b.qpn);
+    let small = rig.small;
+    let r = rig.recv('b', &[sge(SMALL_VA + 0x1000, 100, small)]);
+    let r2 = rig.recv('b', &[sge(SMALL_VA + 0x1000, 100, small)]);
+    let i = rig.send(
+        'a',
+        wqe(hw::WR_SEND, 0, 1),
+        &[sge(SMALL_VA, 101, small)],
+        &[],
+    );
+    let c = rig.cqe('r');
+    assert_eq!((c.status, c.wqe_index, c.qpn), (hw::WC_LOC_LEN_ERR, r, b));
+    let c = rig.cqe('r');
+    assert_eq!(
+        (c.status, c.wqe_index),
+        (hw::WC_WR_FLUSH_ERR, r2),
+        "the responder flushes"
+    );
+    let c = rig.cqe('s');
+    assert_eq!(
+        (c.status, c.wqe_index, c.qpn),
+        (hw::WC_REM_INV_REQ_ERR, i, a)
+    );
+    in_err(&mut rig, a);
+    in_err(&mut rig, b);
+}
+
+#[test]
+fn remote_access_errors_are_rem_access_err_and_qp_access_err() {
+    // (name, opcode, rkey selector, remote address, QP access flags)
+    let cases: Vec<(&str, u8, u8, u64, u32)> = vec![
+        ("unknown rkey", hw::WR_RDMA_WRITE, 0, SMALL_VA, 6),
+        (
+            "beyond the MR",
+            hw::WR_RDMA_WRITE,
+            1,
+            SMALL_VA + 64 * 4096 - 8,
+            6,
+        ),
+        ("MR without REMOTE_WRITE", hw::WR_RDMA_WRITE, 2, RO_VA, 6),
+        ("MR without REMOTE_READ", hw::WR_RDMA_READ, 2, RO_VA, 6),
+        (
+            "QP without REMOTE_WRITE",
+            hw::WR_RDMA_WRITE,
+            1,
+            SMALL_VA,
+            hw::ACCESS_REMOTE_READ,
+        ),
+        (
+            "QP without REMOTE_READ",
+            hw::WR_RDMA_READ,
+            1,
+            SMALL_VA,
+            hw::ACCESS_REMOTE_WRITE,
+        ),
+        (
+            "WRITE_IMM beyond the MR",
+            hw::WR_RDMA_WRITE_IMM,
+            1,
+            SMALL_VA + 64 * 4096,
+            6,
+        ),
+    ];
+    for (name, op, key, addr, access) in cases {
+        let mut rig = Rig::with(|a| a.qp_access_flags = access);
+        let (a, b) = (rig.a.qpn, rig.b.qpn);
+        rig.events();
+        let small = rig.small;
+        let before = rig.read(SMALL_VA, 64);
+        rig.recv('b', &[]);
+        let mut w = wqe(op, 0, 1);
+        w.remote_addr = addr;
+        w.rkey = [0xab_cdef, small, rig.ro][usize::from(key)];
+        let i = rig.send('a', w, &[sge(SMALL_VA + 0x1_0000, 16, small)], &[]);
+        let c = rig.cqe('s');
+        assert_eq!(
+            (c.status, c.wqe_index),
+            (hw::WC_REM_ACCESS_ERR, i),
+            "{name}"
+        );
+        in_err(&mut rig, a);
+        in_err(&mut rig, b);
+        assert_eq!(rig.events(), [(hw::EVENT_QP_ACCESS_ERR, b)], "{name}");
+        assert_eq!(
+            rig.cqe('r').status,
+            hw::WC_WR_FLUSH_ERR,
+            "{name}: its receive flushed"
+        );
+        assert_eq!(rig.read(SMALL_VA, 64), before, "{name}: nothing written");
+    }
+}
+
+#[test]
+fn no_route_and_a_dead_peer_are_retry_exc_err() {
+    let mut rig = Rig::with(|a| a.ah.dlid = 7);
+    let i = rig.send('a', wqe(hw::WR_SEND, 0, 0), &[], &[]);
+    let c = rig.cqe('s');
+    assert_eq!((c.status, c.wqe_index), (hw::WC_RETRY_EXC_ERR, i));
+    let a = rig.a.qpn;
+    in_err(&mut rig, a);
+    // The peer in ERR drops the request.
+    let mut rig = Rig::new();
+    let b = rig.b.qpn;
+    let e = hw::QpAttr {
+        qp_state: hw::QPS_ERR,
+        ..Default::default()
+    };
+    assert_eq!(rig.modify(b, hw::QP_ATTR_STATE, &e), hw::AQ_OK);
+    rig.send('a', wqe(hw::WR_SEND, 0, 0), &[], &[]);
+    assert_eq!(rig.cqe('s').status, hw::WC_RETRY_EXC_ERR);
+}
+
+#[test]
+fn modify_to_err_flushes_posted_receives_and_sends_in_order() {
+    let mut rig = Rig::new();
+    let b = rig.b.qpn;
+    let small = rig.small;
+    let r: Vec<u16> = (0..3)
+        .map(|_| rig.recv('b', &[sge(SMALL_VA, 8, small)]))
+        .collect();
+    assert!(rig.poll('r').is_none());
+    let e = hw::QpAttr {
+        qp_state: hw::QPS_ERR,
+        ..Default::default()
+    };
+    assert_eq!(rig.modify(b, hw::QP_ATTR_STATE, &e), hw::AQ_OK);
+    for i in r {
+        let c = rig.cqe('r');
+        assert_eq!((c.status, c.wqe_index, c.qpn), (hw::WC_WR_FLUSH_ERR, i, b));
+    }
+    // SQ doorbells in ERR are taken and flushed.
+    let i = rig.send('b', wqe(hw::WR_SEND, 0, 0), &[], &[]);
+    let c = rig.cqe('s');
+    assert_eq!((c.status, c.wqe_index, c.qpn), (hw::WC_WR_FLUSH_ERR, i, b));
+}
+
+#[test]
+fn rnr_retries_on_the_timer_then_rnr_retry_exc_err() {
+    let mut rig = Rig::with(|a| a.rnr_retry = 2);
+    let a = rig.a.qpn;
+    let i = rig.send('a', wqe(hw::WR_SEND, SIGNALED, 0), &[], &[]);
+    assert!(rig.poll('s').is_none(), "waiting");
+    assert!(rig.nic.timers_pending());
+    // Not due yet: nothing.
+    rig.nic
+        .tick(Instant::now() - Duration::from_secs(1), &rig.mem, &rig.irq);
+    assert!(rig.poll('s').is_none());
+    // rnr_retry 2: the first send and two retries, each answered RNR NAK.
+    rig.nic
+        .tick(Instant::now() + Duration::from_secs(1), &rig.mem, &rig.irq);
+    assert!(rig.poll('s').is_none(), "retried, RNR again");
+    rig.nic
+        .tick(Instant::now() + Duration::from_secs(1), &rig.mem, &rig.irq);
+    let c = rig.cqe('s');
+    assert_eq!((c.status, c.wqe_index), (hw::WC_RNR_RETRY_EXC_ERR, i));
+    in_err(&mut rig, a);
+    assert!(!rig.nic.timers_pending());
+    assert_eq!(rig.query(a).sq_psn, 100, "no PSN used up");
+}
+
+#[test]
+fn rnr_succeeds_once_a_receive_is_posted() {
+    let mut rig = Rig::new();
+    let small = rig.small;
+    let data = bytes(9, 10_000);
+    rig.fill(SMALL_VA, &data);
+    let i = rig.send(
+        'a',
+        wqe(hw::WR_SEND, SIGNALED, 1),
+        &[sge(SMALL_VA, 10_000, small)],
+        &[],
+    );
+    let j = rig.send('a', wqe(hw::WR_SEND, SIGNALED, 0), &[], &[]);
+    assert!(rig.poll('s').is_none());
+    // Rings on and on (rnr_retry 7): still waiting.
+    for _ in 0..20 {
+        rig.nic
+            .tick(Instant::now() + Duration::from_secs(1), &rig.mem, &rig.irq);
+    }
+    assert!(rig.poll('s').is_none());
+    rig.recv('b', &[sge(SMALL_VA + 0x10000, 10_000, small)]);
+    let c = rig.cqe('s');
+    assert_eq!((c.status, c.wqe_index), (hw::WC_SUCCESS, i));
+    assert_eq!(rig.cqe('r').byte_len, 10_000);
+    assert_eq!(rig.read(SMALL_VA + 0x10000, 10_000), data);
+    // The second waits for its own receive.
+    assert!(rig.poll('s').is_none());
+    rig.recv('b', &[]);
+    assert_eq!(rig.cqe('s').wqe_index, j);
+    assert!(!rig.nic.timers_pending());
+    // WRITE with immediate, multi-packet, RNR on its last packet: resumes there.
+    let mut rig = Rig::new();
+    let small = rig.small;
+    rig.fill(SMALL_VA, &data);
+    let mut w = wqe(hw::WR_RDMA_WRITE_IMM, SIGNALED, 1);
+    w.remote_addr = SMALL_VA + 0x20000;
+    w.rkey = small;
+    w.imm = 5;
+    rig.send('a', w, &[sge(SMALL_VA, 10_000, small)], &[]);
+    assert!(rig.poll('s').is_none());
+    rig.recv('b', &[]);
+    assert_eq!(rig.cqe('s').status, hw::WC_SUCCESS);
+    let c = rig.cqe('r');
+    assert_eq!(
+        (c.opcode, c.byte_len, c.imm),
+        (hw::WC_RECV_RDMA_IMM, 10_000, 5)
+    );
+    assert_eq!(rig.read(SMALL_VA + 0x20000, 10_000), data);
+    let (a, b) = (rig.a.qpn, rig.b.qpn);
+    assert_eq!(rig.query(a).sq_psn, 103);
+    assert_eq!(rig.query(b).rq_psn, 103);
+}
+
+#[test]
+fn armed_cqs_raise_events_solicited_only_for_solicited() {
+    let mut rig = Rig::new();
+    let small = rig.small;
+    rig.events();
+    let (scq, rcq) = (rig.scq.cqn, rig.rcq.cqn);
+    rig.db(hw::DB_CQ_ARM, hw::db_value(scq, 0));
+    rig.db(hw::DB_CQ_ARM_SOLICITED, hw::db_value(rcq, 0));
+    rig.recv('b', &[sge(SMALL_VA, 8, small)]);
+    rig.send('a', wqe(hw::WR_SEND, SIGNALED, 0), &[], &[]);
+    assert_eq!(
+        rig.events(),
+        [(hw::EVENT_CQ_COMPLETION, scq)],
+        "the unsolicited receive does not fire"
+    );
+    rig.cqe('s');
+    rig.cqe('r');
+    rig.recv('b', &[sge(SMALL_VA, 8, small)]);
+    rig.send('a', wqe(hw::WR_SEND, hw::WQE_FLAG_SOLICITED, 0), &[], &[]);
+    assert_eq!(rig.events(), [(hw::EVENT_CQ_COMPLETION, rcq)]);
+    let c = rig.cqe('r');
+    assert_eq!(c.flags, hw::CQE_FLAG_RECV | hw::CQE_FLAG_SOLICITED);
+    // An error completion fires a solicited arm too.
+    rig.db(hw::DB_CQ_ARM_SOLICITED, hw::db_value(rcq, 2));
+    rig.recv('b', &[sge(SMALL_VA, 1, small)]);
+    rig.send('a', wqe(hw::WR_SEND, 0, 1), &[sge(SMALL_VA, 2, small)], &[]);
+    let ev = rig.events();
+    assert!(ev.contains(&(hw::EVENT_CQ_COMPLETION, rcq)), "{ev:?}");
+    assert_eq!(rig.cqe('r').status, hw::WC_LOC_LEN_ERR);
+}
