@@ -162,7 +162,7 @@ fn inline_sends_and_psns_advance_per_packet() {
     assert!(rig.poll('s').is_none());
     assert_eq!(rig.query(a).sq_psn, 106);
     assert_eq!(rig.query(b).rq_psn, 106);
-    assert_eq!(rig.read(SMALL_VA + 0x8000, 5000), rig.read(SMALL_VA, 5000));
+    assert!(rig.read(SMALL_VA + 0x8000, 5000) == rig.read(SMALL_VA, 5000));
     // A READ of 3000 bytes takes 3 PSNs (its responses); zero bytes one.
     let mut w = wqe(hw::WR_RDMA_READ, SIGNALED, 1);
     w.remote_addr = SMALL_VA;
@@ -558,7 +558,10 @@ fn rnr_succeeds_once_a_receive_is_posted() {
     let c = rig.cqe('s');
     assert_eq!((c.status, c.wqe_index), (hw::WC_SUCCESS, i));
     assert_eq!(rig.cqe('r').byte_len, 10_000);
-    assert_eq!(rig.read(SMALL_VA + 0x10000, 10_000), data);
+    assert!(
+        rig.read(SMALL_VA + 0x10000, 10_000) == data,
+        "bytes after the RNR retry"
+    );
     // The second waits for its own receive.
     assert!(rig.poll('s').is_none());
     rig.recv('b', &[]);
@@ -581,7 +584,10 @@ fn rnr_succeeds_once_a_receive_is_posted() {
         (c.opcode, c.byte_len, c.imm),
         (hw::WC_RECV_RDMA_IMM, 10_000, 5)
     );
-    assert_eq!(rig.read(SMALL_VA + 0x20000, 10_000), data);
+    assert!(
+        rig.read(SMALL_VA + 0x20000, 10_000) == data,
+        "WRITE_IMM bytes after the RNR retry"
+    );
     let (a, b) = (rig.a.qpn, rig.b.qpn);
     assert_eq!(rig.query(a).sq_psn, 103);
     assert_eq!(rig.query(b).rq_psn, 103);
@@ -616,4 +622,33 @@ fn armed_cqs_raise_events_solicited_only_for_solicited() {
     let ev = rig.events();
     assert!(ev.contains(&(hw::EVENT_CQ_COMPLETION, rcq)), "{ev:?}");
     assert_eq!(rig.cqe('r').status, hw::WC_LOC_LEN_ERR);
+}
+
+#[test]
+fn one_doorbell_moves_a_bounded_amount_and_the_timer_goes_on() {
+    let mut rig = Rig::new();
+    let big = rig.big;
+    // 40 WRITEs of 2 MiB: 80 MiB, beyond one doorbell's 64 MiB.
+    for _ in 0..40 {
+        let mut w = wqe(hw::WR_RDMA_WRITE, SIGNALED, 1);
+        w.remote_addr = BIG_VA + (8 << 20);
+        w.rkey = big;
+        rig.put_send('a', w, &[sge(BIG_VA, 2 << 20, big)], &[]);
+    }
+    rig.ring_sq('a');
+    let first: Vec<u16> = std::iter::from_fn(|| rig.poll('s'))
+        .map(|c| c.wqe_index)
+        .collect();
+    assert_eq!(
+        first,
+        (0..32).collect::<Vec<_>>(),
+        "the budget, then a pause"
+    );
+    assert!(rig.nic.timers_pending());
+    rig.nic.tick(Instant::now(), &rig.mem, &rig.irq);
+    let rest: Vec<u16> = std::iter::from_fn(|| rig.poll('s'))
+        .map(|c| c.wqe_index)
+        .collect();
+    assert_eq!(rest, (32..40).collect::<Vec<_>>());
+    assert!(!rig.nic.timers_pending());
 }

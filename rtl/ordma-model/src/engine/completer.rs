@@ -246,6 +246,7 @@ impl Nic {
     fn retry_now(&mut self, qpn: u32, mem: &dyn Dma, irq: &dyn Interrupts) {
         if let Some(q) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) {
             q.dp.rnr_wait = None;
+            q.dp.backlog = false;
         }
         self.run_sq(qpn, mem, irq);
     }
@@ -253,15 +254,18 @@ impl Nic {
     /// Whether some QP waits for a timer (an RNR retry): the device calls [`Nic::tick`]
     /// while this holds.
     pub fn timers_pending(&self) -> bool {
-        self.qps.iter().any(|(_, q)| q.dp.rnr_wait.is_some())
+        self.qps
+            .iter()
+            .any(|(_, q)| q.dp.rnr_wait.is_some() || q.dp.backlog)
     }
 
-    /// The NIC's timers at time `now`: every QP whose RNR delay has passed sends again.
+    /// The NIC's timers at time `now`: every QP whose RNR delay has passed sends again, and
+    /// so does every QP with a backlog (more WQEs than one doorbell's budget).
     pub fn tick(&mut self, now: Instant, mem: &dyn Dma, irq: &dyn Interrupts) {
         let due: Vec<u32> = self
             .qps
             .iter()
-            .filter(|(_, q)| q.dp.rnr_wait.is_some_and(|t| t <= now))
+            .filter(|(_, q)| q.dp.rnr_wait.is_some_and(|t| t <= now) || q.dp.backlog)
             .map(|(i, _)| i + hw::QPN_FIRST)
             .collect();
         for qpn in due {

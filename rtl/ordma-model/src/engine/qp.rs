@@ -95,6 +95,9 @@ pub struct DataPath {
     /// Responder: the RDMA WRITE being received: next virtual address, rkey, bytes left,
     /// and the message's length.
     pub(super) write: Option<(u64, u32, u64, u32)>,
+    /// Requester: the send queue has more WQEs than one doorbell's budget took; the timer
+    /// thread goes on with them.
+    pub(super) backlog: bool,
     /// Responder: messages completed, mod 2^24 (the AETH's MSN).
     pub(super) msn: u32,
     /// Responder: `QP_COMM_EST` was raised.

@@ -18,6 +18,11 @@ use crate::mem::Dma;
 /// The port's largest message (2 GiB).
 pub(super) const MAX_MSG: u64 = 1 << 31;
 
+/// Bytes one call of [`Nic::run_sq`] moves before it leaves the rest of the send queue to
+/// the timer thread (`backlog`), so a guest's doorbell holds the NIC for a bounded time
+/// (one message beyond it at most).
+pub(super) const SQ_BUDGET: u64 = 64 << 20;
+
 /// Where a message's bytes are.
 #[derive(Debug)]
 pub(super) enum Data {
@@ -195,6 +200,7 @@ impl Nic {
             self.refused("send queue");
             return;
         }
+        let mut spent = 0u64;
         // Bounded: each pass completes a WQE or returns; a queue holds at most 2^15.
         for _ in 0..=u32::from(u16::MAX) {
             let Some(qp) = self.qp(qpn).copied() else {
@@ -206,11 +212,19 @@ impl Nic {
             if qp.state != hw::QPS_RTS || qp.dp.rnr_wait.is_some() || qp.sq.ci == qp.sq.pi {
                 return;
             }
+            if spent >= SQ_BUDGET {
+                if let Some(q) = super::qp::qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) {
+                    q.dp.backlog = true;
+                }
+                return;
+            }
             let index = qp.sq.ci;
             let (step, op, signaled) = self.send_wqe(qpn, &qp, index, mem, irq);
             match step {
                 Step::Wait => return,
                 Step::Done(bytes) => {
+                    // At least a packet's worth per WQE, so empty ones count too.
+                    spent = spent.saturating_add(u64::from(bytes).max(4096));
                     self.complete_send(qpn, index, hw::WC_SUCCESS, op, bytes, signaled, mem, irq)
                 }
                 Step::Failed(status, bytes) => {

@@ -19,6 +19,7 @@ use crate::mem::Dma;
 pub(super) struct Inbound {
     recv: Option<(u16, Data, u64)>,
     got: u64,
+    pos: Pos,
     buf: Vec<u8>,
 }
 
@@ -68,6 +69,7 @@ impl Nic {
                     Ok(r) => {
                         inb.recv = Some(r);
                         inb.got = 0;
+                        inb.pos = Pos::default();
                         self.recv_data(qpn, pkt, payload, inb, &gated, mem, irq)
                     }
                     Err(a) => a,
@@ -252,7 +254,7 @@ impl Nic {
             );
             return Answer::Nak(NakCode::InvalidRequest);
         }
-        let mut pos = dst.seek(inb.got);
+        let mut pos = inb.pos;
         if !Self::copy(inb, payload, &dst, &mut pos, gated) {
             self.complete_recv(
                 qpn,
@@ -268,6 +270,7 @@ impl Nic {
             return Answer::Nak(NakCode::RemoteOp);
         }
         inb.got = got;
+        inb.pos = pos;
         let last = matches!(
             pkt.bth.opcode,
             packet::SEND_ONLY | packet::SEND_ONLY_IMM | packet::SEND_LAST | packet::SEND_LAST_IMM
