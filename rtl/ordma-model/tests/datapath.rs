@@ -652,3 +652,73 @@ fn one_doorbell_moves_a_bounded_amount_and_the_timer_goes_on() {
     assert_eq!(rest, (32..40).collect::<Vec<_>>());
     assert!(!rig.nic.timers_pending());
 }
+
+#[test]
+fn a_qp_connected_to_itself_sends_and_flushes_once() {
+    let mut rig = Rig::new();
+    let a = rig.a.qpn;
+    // qp_state 0: RESET.
+    let reset = hw::QpAttr::default();
+    assert_eq!(rig.modify(a, hw::QP_ATTR_STATE, &reset), hw::AQ_OK);
+    rig.a.sq_pi = 0;
+    rig.a.rq_pi = 0;
+    rig.connect(a, a, 7, 7, |_| {});
+    let small = rig.small;
+    rig.fill(SMALL_VA, b"loop");
+    rig.recv('a', &[sge(SMALL_VA + 100, 4, small)]);
+    rig.send(
+        'a',
+        wqe(hw::WR_SEND, SIGNALED, 1),
+        &[sge(SMALL_VA, 4, small)],
+        &[],
+    );
+    assert_eq!(rig.cqe('s').status, hw::WC_SUCCESS);
+    let c = rig.cqe('r');
+    assert_eq!((c.src_qp, c.qpn, c.byte_len), (a, a, 4));
+    assert_eq!(rig.read(SMALL_VA + 100, 4), b"loop");
+    // Too long for its own receive: the responder side (itself) goes to ERR; every WQE
+    // completes exactly once.
+    rig.recv('a', &[sge(SMALL_VA + 100, 2, small)]);
+    rig.put_send('a', wqe(hw::WR_SEND, 0, 1), &[sge(SMALL_VA, 4, small)], &[]);
+    rig.put_send('a', wqe(hw::WR_SEND, 0, 0), &[], &[]);
+    rig.ring_sq('a');
+    let sends: Vec<(u8, u16)> = std::iter::from_fn(|| rig.poll('s'))
+        .map(|c| (c.status, c.wqe_index))
+        .collect();
+    assert_eq!(sends, [(hw::WC_WR_FLUSH_ERR, 1), (hw::WC_WR_FLUSH_ERR, 2)]);
+    let c = rig.cqe('r');
+    assert_eq!((c.status, c.wqe_index), (hw::WC_LOC_LEN_ERR, 1));
+    assert!(rig.poll('r').is_none());
+    in_err(&mut rig, a);
+}
+
+#[test]
+fn the_device_timer_thread_runs_rnr_retries() {
+    use ordma_model::device::Device;
+    use ordma_model::engine::{Nic, NicConfig};
+    use ordma_model::mem::GuestRam;
+    use std::sync::Arc;
+
+    let mut rig = Rig::with(|a| {
+        a.rnr_retry = 3;
+        a.min_rnr_timer = 1;
+    });
+    rig.send('a', wqe(hw::WR_SEND, SIGNALED, 0), &[], &[]);
+    assert!(rig.nic.timers_pending());
+    let nic = std::mem::replace(&mut rig.nic, Nic::new(NicConfig::with_guid(0)));
+    let dev = Arc::new(Device::new(nic, GuestRam::new(rig.mem.clone())));
+    let thread = Device::spawn_timers(&dev).unwrap();
+    let start = Instant::now();
+    while dev.lock().nic.timers_pending() && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    rig.nic = std::mem::replace(&mut *dev.lock().nic, Nic::new(NicConfig::with_guid(0)));
+    drop(dev);
+    thread.join().unwrap();
+    let c = rig.cqe('s');
+    assert_eq!(
+        c.status,
+        hw::WC_RNR_RETRY_EXC_ERR,
+        "the thread retried three times"
+    );
+}

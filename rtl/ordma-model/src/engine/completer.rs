@@ -149,6 +149,11 @@ impl Nic {
         let Some(qp) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) else {
             return;
         };
+        if qp.sq.ci != index {
+            // A QP connected to itself went to ERR as the responder: the flush completed
+            // this WQE already.
+            return;
+        }
         qp.sq.ci = index.wrapping_add(1);
         qp.dp.rnr_left = None;
         qp.dp.rnr_wait = None;
