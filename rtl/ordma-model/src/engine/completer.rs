@@ -113,18 +113,12 @@ impl Nic {
             return answer;
         };
         let gated = self.gate(mem);
-        let mut buf = vec![0u8; usize::try_from(mtu.min(len)).unwrap_or(0)];
         let (mut sp, mut dp) = (Pos::default(), Pos::default());
         let mut left = len;
+        // One read response per `mtu` bytes, each copied as it arrives.
         while left > 0 {
             let n = usize::try_from(left.min(mtu)).unwrap_or(0);
-            let Some(chunk) = buf.get_mut(..n) else {
-                return Answer::Local(hw::WC_LOC_PROT_ERR);
-            };
-            if !src.read(&gated, &mut sp, chunk) {
-                return Answer::Nak(NakCode::RemoteOp);
-            }
-            if !dst.write(&gated, &mut dp, chunk) {
+            if n == 0 || !src.copy_to(&gated, &mut sp, dst, &mut dp, n) {
                 return Answer::Local(hw::WC_LOC_PROT_ERR);
             }
             left -= n as u64;

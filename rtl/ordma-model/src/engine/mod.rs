@@ -250,6 +250,13 @@ impl Dma for Gate<'_> {
     fn reachable(&self, addr: u64, len: u64) -> bool {
         self.mem.reachable(addr, len)
     }
+
+    fn dma_copy(&self, src: u64, dst: u64, len: usize) -> Result<(), DmaError> {
+        if !self.open {
+            return Err(DmaError { addr: src, len });
+        }
+        self.mem.dma_copy(src, dst, len)
+    }
 }
 
 impl Nic {

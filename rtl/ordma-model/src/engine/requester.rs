@@ -114,6 +114,51 @@ impl Data {
         }
     }
 
+    /// Copies `len` bytes from `self` at `spos` to `dst` (pieces) at `dpos`: one DMA copy
+    /// per stretch contiguous on both sides, no bounce buffer unless `self` is inline.
+    pub(super) fn copy_to(
+        &self,
+        mem: &dyn Dma,
+        spos: &mut Pos,
+        dst: &Data,
+        dpos: &mut Pos,
+        len: usize,
+    ) -> bool {
+        let (Data::Pieces(sp), Data::Pieces(dp)) = (self, dst) else {
+            let mut buf = vec![0u8; len];
+            return self.read(mem, spos, &mut buf) && dst.write(mem, dpos, &buf);
+        };
+        let mut done = 0usize;
+        while done < len {
+            let (Some(&(sa, sl)), Some(&(da, dl))) = (sp.get(spos.piece), dp.get(dpos.piece))
+            else {
+                return false;
+            };
+            let (sleft, dleft) = (sl.saturating_sub(spos.off), dl.saturating_sub(dpos.off));
+            if sleft == 0 {
+                spos.piece += 1;
+                spos.off = 0;
+                continue;
+            }
+            if dleft == 0 {
+                dpos.piece += 1;
+                dpos.off = 0;
+                continue;
+            }
+            let n = usize::try_from(sleft.min(dleft)).map_or(len - done, |m| m.min(len - done));
+            let (Some(s), Some(d)) = (sa.checked_add(spos.off), da.checked_add(dpos.off)) else {
+                return false;
+            };
+            if mem.dma_copy(s, d, n).is_err() {
+                return false;
+            }
+            done += n;
+            spos.off += n as u64;
+            dpos.off += n as u64;
+        }
+        true
+    }
+
     /// Writes `buf` from `pos` on (pieces only); false if the data ends or a DMA fails.
     pub(super) fn write(&self, mem: &dyn Dma, pos: &mut Pos, buf: &[u8]) -> bool {
         match self {

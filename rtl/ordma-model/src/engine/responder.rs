@@ -20,7 +20,6 @@ pub(super) struct Inbound {
     recv: Option<(u16, Data, u64)>,
     got: u64,
     pos: Pos,
-    buf: Vec<u8>,
 }
 
 /// A payload handed to the responder: the sender's data, the position, the length.
@@ -83,7 +82,7 @@ impl Nic {
             | packet::WRITE_ONLY_IMM
             | packet::WRITE_MIDDLE
             | packet::WRITE_LAST
-            | packet::WRITE_LAST_IMM => self.write_data(qpn, pkt, payload, inb, &gated, mem, irq),
+            | packet::WRITE_LAST_IMM => self.write_data(qpn, pkt, payload, &gated, mem, irq),
             packet::READ_REQUEST => {
                 let reth = pkt.reth.unwrap_or_default();
                 let len = u64::from(reth.dma_len);
@@ -201,26 +200,14 @@ impl Nic {
     }
 
     /// Copies a packet's payload to `dst` at `pos`; false if a DMA failed.
-    fn copy(
-        inb: &mut Inbound,
-        payload: Payload<'_>,
-        dst: &Data,
-        pos: &mut Pos,
-        mem: &dyn Dma,
-    ) -> bool {
+    fn copy(payload: Payload<'_>, dst: &Data, pos: &mut Pos, mem: &dyn Dma) -> bool {
         let Some((src, spos, n)) = payload else {
             return true;
         };
         let Ok(n) = usize::try_from(n) else {
             return false;
         };
-        if inb.buf.len() < n {
-            inb.buf.resize(n, 0);
-        }
-        let Some(chunk) = inb.buf.get_mut(..n) else {
-            return false;
-        };
-        src.read(mem, spos, chunk) && dst.write(mem, pos, chunk)
+        src.copy_to(mem, spos, dst, pos, n)
     }
 
     /// A SEND packet's data into the claimed receive WQE; completes it on the last.
@@ -255,7 +242,7 @@ impl Nic {
             return Answer::Nak(NakCode::InvalidRequest);
         }
         let mut pos = inb.pos;
-        if !Self::copy(inb, payload, &dst, &mut pos, gated) {
+        if !Self::copy(payload, &dst, &mut pos, gated) {
             self.complete_recv(
                 qpn,
                 index,
@@ -310,7 +297,6 @@ impl Nic {
         qpn: u32,
         pkt: &Packet,
         payload: Payload<'_>,
-        inb: &mut Inbound,
         gated: &dyn Dma,
         mem: &dyn Dma,
         irq: &dyn Interrupts,
@@ -355,7 +341,7 @@ impl Nic {
             let Some(dst) = self.remote(qpn, rkey, va, n, hw::ACCESS_REMOTE_WRITE, gated) else {
                 return self.access_error(qpn, mem, irq);
             };
-            if !Self::copy(inb, payload, &dst, &mut Pos::default(), gated) {
+            if !Self::copy(payload, &dst, &mut Pos::default(), gated) {
                 return Answer::Nak(NakCode::RemoteOp);
             }
         }
