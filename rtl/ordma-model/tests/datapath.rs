@@ -722,3 +722,25 @@ fn the_device_timer_thread_runs_rnr_retries() {
         "the thread retried three times"
     );
 }
+
+#[test]
+fn refused_wqes_are_counted_and_a_refused_receive_is_rem_op_err() {
+    use ordma_model::engine::counters::Anomaly;
+    let mut rig = Rig::new();
+    rig.send('a', wqe(9, 0, 0), &[], &[]);
+    assert_eq!(rig.cqe('s').status, hw::WC_LOC_QP_OP_ERR);
+    assert_eq!(rig.nic.counters().get(Anomaly::BadWqe), 1);
+    let mut rig = Rig::new();
+    let small = rig.small;
+    let r = rig.recv('b', &[sge(SMALL_VA, 8, 0xdead)]);
+    let i = rig.send('a', wqe(hw::WR_SEND, 0, 1), &[sge(SMALL_VA, 4, small)], &[]);
+    let c = rig.cqe('r');
+    assert_eq!((c.status, c.wqe_index), (hw::WC_LOC_PROT_ERR, r));
+    let c = rig.cqe('s');
+    assert_eq!((c.status, c.wqe_index), (hw::WC_REM_OP_ERR, i));
+    let (a, b) = (rig.a.qpn, rig.b.qpn);
+    in_err(&mut rig, a);
+    in_err(&mut rig, b);
+    let s = rig.nic.status_snapshot().to_string();
+    assert!(s.ends_with(" bad_wqes=1"), "{s}");
+}

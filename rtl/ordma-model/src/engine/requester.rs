@@ -8,6 +8,7 @@
 use ordma_hw as hw;
 
 use super::completer::Answer;
+use super::counters::{bounded_warn, Anomaly};
 use super::packet::{self, Bth, Packet, Reth};
 use super::pages;
 use super::qp::{Qp, WorkQueue};
@@ -352,7 +353,17 @@ impl Nic {
         let op = wc_opcode(raw.first().copied().unwrap_or(0));
         let req = match self.check(qp, &raw, &gated) {
             Ok(r) => r,
-            Err((status, n)) => return (Step::Failed(status, n), op, true),
+            Err((status, n)) => {
+                bounded_warn!(
+                    self.counters,
+                    Anomaly::BadWqe,
+                    qpn,
+                    index,
+                    status,
+                    "send WQE refused: error completion"
+                );
+                return (Step::Failed(status, n), op, true);
+            }
         };
         let signaled = req.wqe.flags & hw::WQE_FLAG_SIGNALED != 0;
         // CAST: at most MAX_MSG.

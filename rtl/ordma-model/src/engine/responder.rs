@@ -6,6 +6,7 @@ use ordma_hw as hw;
 use tracing::debug;
 
 use super::completer::{read_packets, Answer};
+use super::counters::{bounded_warn, Anomaly};
 use super::packet::{self, NakCode, Packet};
 use super::requester::{wqe_bytes, Data, Pos};
 use super::{Interrupts, Nic};
@@ -164,6 +165,14 @@ impl Nic {
         }
         let index = rq.ci;
         let fail = |nic: &mut Self, status| {
+            bounded_warn!(
+                nic.counters,
+                Anomaly::BadWqe,
+                qpn,
+                index,
+                status,
+                "receive WQE refused: error completion"
+            );
             nic.complete_recv(qpn, index, status, hw::WC_RECV, 0, None, 0, mem, irq);
             Err(Answer::Nak(NakCode::RemoteOp))
         };
