@@ -484,6 +484,21 @@ fn no_route_and_a_dead_peer_are_retry_exc_err() {
     assert_eq!(rig.modify(b, hw::QP_ATTR_STATE, &e), hw::AQ_OK);
     rig.send('a', wqe(hw::WR_SEND, 0, 0), &[], &[]);
     assert_eq!(rig.cqe('s').status, hw::WC_RETRY_EXC_ERR);
+    // PSNs that do not match (A sends from 999, B expects 100): a PSN sequence NAK, which
+    // retrying cannot heal in loopback.
+    let mut rig = Rig::new();
+    let (a, b) = (rig.a.qpn, rig.b.qpn);
+    assert_eq!(
+        rig.modify(a, hw::QP_ATTR_STATE, &hw::QpAttr::default()),
+        hw::AQ_OK
+    );
+    rig.connect(a, b, 999, 500, |_| {});
+    rig.recv('b', &[]);
+    rig.send('a', wqe(hw::WR_SEND, 0, 0), &[], &[]);
+    assert_eq!(rig.cqe('s').status, hw::WC_RETRY_EXC_ERR);
+    assert!(rig.poll('r').is_none(), "B consumed nothing");
+    assert_eq!(rig.query(b).rq_psn, 100);
+    assert_eq!(rig.state(b), hw::QPS_RTS);
 }
 
 #[test]
