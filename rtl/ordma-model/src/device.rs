@@ -10,12 +10,18 @@
 //! - the MSI-X eventfds ([`Msix`]) are behind their own lock, so an interrupt can be raised
 //!   from any thread.
 //!
+//! The NIC's timers (RNR retries) run on a thread of their own, [`Device::spawn_timers`]:
+//! it ticks the NIC every millisecond while some QP waits, and only looks every
+//! [`TIMER_IDLE`] otherwise.
+//!
 //! Lock order: the NIC, then (briefly, inside `raise`) the MSI-X table. Nothing takes the NIC
 //! lock while holding the MSI-X lock.
 
 use std::fs::File;
 use std::io::Write;
-use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use tracing::{debug, warn};
 
@@ -104,5 +110,38 @@ impl Device {
             mem: self.mem.snapshot(),
             irq: &self.msix,
         }
+    }
+}
+
+/// How often the timer thread looks while no QP waits.
+pub const TIMER_IDLE: Duration = Duration::from_millis(10);
+/// How often it ticks the NIC while some QP waits (RNR timers start at 10 µs; a
+/// millisecond is the model's resolution).
+pub const TIMER_BUSY: Duration = Duration::from_millis(1);
+
+impl Device {
+    /// Starts the thread of the NIC's timers; it ends when the device is dropped.
+    ///
+    /// # Errors
+    ///
+    /// The thread could not be created.
+    pub fn spawn_timers(dev: &Arc<Self>) -> std::io::Result<JoinHandle<()>> {
+        let weak: Weak<Self> = Arc::downgrade(dev);
+        std::thread::Builder::new()
+            .name("ordma-timers".into())
+            .spawn(move || loop {
+                let Some(dev) = weak.upgrade() else {
+                    return;
+                };
+                let busy = {
+                    let mut l = dev.lock();
+                    if l.nic.timers_pending() {
+                        l.nic.tick(Instant::now(), &*l.mem, l.irq);
+                    }
+                    l.nic.timers_pending()
+                };
+                drop(dev);
+                std::thread::sleep(if busy { TIMER_BUSY } else { TIMER_IDLE });
+            })
     }
 }

@@ -207,6 +207,10 @@ fn main() -> ExitCode {
         }
     };
     let dev = Arc::new(Device::new(Nic::new(config), GuestRam::default()));
+    if let Err(e) = Device::spawn_timers(&dev) {
+        error!(%e, "cannot start the timer thread");
+        return ExitCode::FAILURE;
+    }
     let _control = match &args.control {
         Some(path) => match control::Listener::spawn(path, Arc::clone(&dev)) {
             Ok(l) => Some(l),

@@ -1406,8 +1406,11 @@ fn doorbells_reach_only_the_owners_queues() {
     assert_eq!(rig.nic.doorbells_accepted(), 1);
     assert_eq!(rig.count(Anomaly::BadDoorbell), bad + 2, "SQ in INIT");
     drive(&mut rig, qpn, hw::QPS_RTS);
+    // 64 zeroed WQEs (RDMA WRITEs towards LID 2, not this NIC): the first fails (no
+    // route), the QP goes to ERR and the rest flush: the NIC consumed all 64.
     rig.db(3, hw::DB_SQ, hw::db_value(qpn, 64));
     assert_eq!(rig.nic.doorbells_accepted(), 2);
+    assert_eq!(rig.state(qpn), hw::QPS_ERR);
     assert_eq!(rig.nic.qp(qpn).map(|q| q.sq.producer()), Some(64));
     // From another context's page (and the kernel's): ignored and counted.
     for page in [0, 4, 63] {
@@ -1423,7 +1426,7 @@ fn doorbells_reach_only_the_owners_queues() {
     );
     // Beyond the ring, no such queue, unknown offset: bad, ignored.
     let bad = rig.count(Anomaly::BadDoorbell);
-    rig.db(3, hw::DB_SQ, hw::db_value(qpn, 65));
+    rig.db(3, hw::DB_SQ, hw::db_value(qpn, 64 + 65));
     rig.db(3, hw::DB_SQ, hw::db_value(qpn + 1, 1));
     rig.db(3, hw::DB_SQ, hw::db_value(0, 1));
     rig.db(3, hw::DB_CQ_ARM, hw::db_value(cqn + 5, 0));

@@ -131,6 +131,10 @@ impl Nic {
         while let Some((kind, data, data2)) = self.deferred_events.pop_front() {
             self.post_event(kind, data, data2, mem, irq);
         }
+        // QPs the commands moved to ERR flush; QPs back in RTS send.
+        if completed {
+            self.run_data_path(mem, irq);
+        }
     }
 
     /// Runs one admin command.

@@ -35,11 +35,14 @@ pub enum Anomaly {
     EventDropped,
     /// A doorbell on one context's page for a queue another context owns (ignored).
     ForeignDoorbell,
+    /// A send or receive WQE the data path refused (malformed, or a local key, address or
+    /// length the MR table refuses): an error completion, the QP to `ERR`.
+    BadWqe,
 }
 
 impl Anomaly {
     /// Every kind, in the order the status line lists them.
-    pub const ALL: [Anomaly; 9] = [
+    pub const ALL: [Anomaly; 10] = [
         Anomaly::BadDoorbell,
         Anomaly::BadRegisterWrite,
         Anomaly::BadAccess,
@@ -49,6 +52,7 @@ impl Anomaly {
         Anomaly::DmaRefused,
         Anomaly::EventDropped,
         Anomaly::ForeignDoorbell,
+        Anomaly::BadWqe,
     ];
 
     /// The counter's name in logs and in the control channel's `status` line.
@@ -63,6 +67,7 @@ impl Anomaly {
             Anomaly::DmaRefused => "dma_refused",
             Anomaly::EventDropped => "events_dropped",
             Anomaly::ForeignDoorbell => "foreign_doorbells",
+            Anomaly::BadWqe => "bad_wqes",
         }
     }
 }

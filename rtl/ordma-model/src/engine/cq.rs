@@ -224,7 +224,11 @@ impl Nic {
             pages::page_addr(&gated, &ring, off >> shift)
                 .ok()
                 .and_then(|page| page.checked_add(off % (1u64 << shift)))
-                .filter(|&addr| gated.dma_write(addr, cqe).is_ok())
+                .filter(|&addr| {
+                    gated
+                        .dma_write_entry(addr, cqe, hw::CQE_OWNER_OFFSET)
+                        .is_ok()
+                })
                 .map_or(Some(hw::CQ_ERR_DMA), |_| None)
         };
         if let Some(reason) = reason {
@@ -246,5 +250,28 @@ impl Nic {
             self.post_event(hw::EVENT_CQ_COMPLETION, cqn, 0, mem, irq);
         }
         true
+    }
+
+    /// Writes completion `cqe` into CQ `cqn` with the phase of its slot (the owner byte
+    /// last); as [`Nic::post_cqe`] otherwise.
+    pub(super) fn post_completion(
+        &mut self,
+        cqn: u32,
+        cqe: &hw::Cqe,
+        solicited: bool,
+        mem: &dyn Dma,
+        irq: &dyn Interrupts,
+    ) -> bool {
+        let Some(cq) = self.cqs.get_index(cqn) else {
+            return false;
+        };
+        let mut slot = vec![0u8; 1usize << cq.log_cqe_size.min(hw::CQE_LOG_SIZE_MAX)];
+        if let Some(head) = slot.get_mut(..hw::CQE_OWNER_OFFSET) {
+            head.copy_from_slice(&cqe.encode());
+        }
+        if let Some(owner) = slot.get_mut(hw::CQE_OWNER_OFFSET) {
+            *owner = hw::cqe_phase(u32::from(cq.pi), cq.log_depth);
+        }
+        self.post_cqe(cqn, &slot, solicited, mem, irq)
     }
 }

@@ -91,13 +91,15 @@ impl Nic {
         match reg {
             hw::DB_CQ_ARM => self.arm_cq(num, index, Arm::Next, mem, irq),
             hw::DB_CQ_ARM_SOLICITED => self.arm_cq(num, index, Arm::Solicited, mem, irq),
-            _ => self.wq_doorbell(num, reg == hw::DB_SQ, index),
+            _ => self.wq_doorbell(num, reg == hw::DB_SQ, index, mem, irq),
         }
     }
 
     /// An SQ or RQ doorbell from the page that owns QP `qpn`: the new producer index. The
-    /// data path consumes up to it; for now the NIC validates and latches it.
-    fn wq_doorbell(&mut self, qpn: u32, send: bool, pi: u16) {
+    /// NIC validates and latches it, then the data path runs: an SQ's new WQEs are sent (in
+    /// `RTS`; held in `SQD` and `SQE`), a QP in `ERR` flushes them, a new receive wakes
+    /// the QPs waiting for an RNR retry towards this one.
+    fn wq_doorbell(&mut self, qpn: u32, send: bool, pi: u16, mem: &dyn Dma, irq: &dyn Interrupts) {
         let Some(qp) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) else {
             return;
         };
@@ -118,6 +120,11 @@ impl Nic {
             Some(wq) if state_ok && pi.wrapping_sub(wq.ci) <= wq.depth() => {
                 wq.pi = pi;
                 self.doorbells += 1;
+                if send || state == hw::QPS_ERR {
+                    self.run_sq(qpn, mem, irq);
+                } else {
+                    self.rnr_wake(qpn, mem, irq);
+                }
             }
             _ => {
                 bounded_warn!(

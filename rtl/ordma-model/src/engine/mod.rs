@@ -16,21 +16,29 @@
 //! - [`cq`]: completion queues, arming, completion events;
 //! - [`qp`]: queue pairs; [`qp_state`]: the QP state machine (`CMD_MODIFY_QP`);
 //! - [`doorbell`]: the doorbell pages in BAR2 and their ownership rule;
+//! - the RC engine, by role as soft-RoCE's: [`packet`] (the IB transport headers),
+//!   [`requester`] (SQ WQEs to request packets), [`responder`] (requests to receive
+//!   completions, memory writes, read data, ACK/NAK), [`completer`] (answers to send CQEs,
+//!   RNR retries, errors and the flush in `ERR`, the timers of [`Nic::tick`]);
 //! - [`counters`]: counted, bounded logging of bad input.
 //!
 //! The `Nic` itself is plain data behind `&mut self`: whoever shares it between threads (the
 //! [`crate::device`]) holds it in a lock.
 
 pub mod admin;
+pub mod completer;
 pub mod counters;
 pub mod cq;
 pub mod doorbell;
 pub mod events;
 pub mod mr;
+pub mod packet;
 pub mod pages;
 pub mod qp;
 pub mod qp_state;
 pub mod regs;
+pub mod requester;
+pub mod responder;
 pub mod tables;
 
 use std::collections::VecDeque;
@@ -242,6 +250,13 @@ impl Dma for Gate<'_> {
     fn reachable(&self, addr: u64, len: u64) -> bool {
         self.mem.reachable(addr, len)
     }
+
+    fn dma_copy(&self, src: u64, dst: u64, len: usize) -> Result<(), DmaError> {
+        if !self.open {
+            return Err(DmaError { addr: src, len });
+        }
+        self.mem.dma_copy(src, dst, len)
+    }
 }
 
 impl Nic {
@@ -347,6 +362,7 @@ impl Nic {
             self.post_event(kind, data, data2, mem, irq);
         }
         self.run_admin(mem, irq);
+        self.run_data_path(mem, irq);
         for v in 0..hw::NUM_VECTORS {
             let bit = 1u32.checked_shl(u32::from(v)).unwrap_or(0);
             if self.pending_irqs & bit != 0 {

@@ -77,6 +77,31 @@ pub struct Qp {
     pub(super) state: u8,
     /// The attributes set so far (`qp_state` and `cur_qp_state` unused: `state` is).
     pub(super) attr: hw::QpAttr,
+    /// The data path's state of this QP (PSN-free parts; the PSNs are in `attr`).
+    pub(super) dp: DataPath,
+}
+
+/// What the data path keeps per QP besides the attributes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DataPath {
+    /// Requester: the head WQE got an RNR NAK; it is sent again after this instant (or
+    /// when the responder's RQ gets a doorbell).
+    pub(super) rnr_wait: Option<std::time::Instant>,
+    /// Requester: RNR retries left for the head WQE (`None`: not NAKed yet).
+    pub(super) rnr_left: Option<u8>,
+    /// Requester: packets of the head WQE the responder accepted before an RNR NAK; the
+    /// retry resumes there.
+    pub(super) resume: u64,
+    /// Responder: the RDMA WRITE being received: next virtual address, rkey, bytes left,
+    /// and the message's length.
+    pub(super) write: Option<(u64, u32, u64, u32)>,
+    /// Requester: the send queue has more WQEs than one doorbell's budget took; the timer
+    /// thread goes on with them.
+    pub(super) backlog: bool,
+    /// Responder: messages completed, mod 2^24 (the AETH's MSN).
+    pub(super) msn: u32,
+    /// Responder: `QP_COMM_EST` was raised.
+    pub(super) comm_est: bool,
 }
 
 impl Qp {
@@ -169,6 +194,7 @@ impl Nic {
             rq: has_rq.then(|| WorkQueue::new(&p.rq)),
             state: hw::QPS_RESET,
             attr: hw::QpAttr::default(),
+            dp: DataPath::default(),
         };
         let Some(h) = self.qps.insert(qp) else {
             return (hw::AQ_NO_RESOURCES, 0);

@@ -110,6 +110,7 @@ impl Nic {
         }
         if next == hw::QPS_RESET {
             qp.attr = hw::QpAttr::default();
+            qp.dp = super::qp::DataPath::default();
             qp.sq.pi = 0;
             qp.sq.ci = 0;
             if let Some(rq) = qp.rq.as_mut() {

@@ -5,6 +5,8 @@ use std::cell::RefCell;
 
 use ordma_model::engine::Interrupts;
 
+pub mod rig;
+
 /// Records every MSI-X vector raised.
 #[derive(Default)]
 pub struct Irqs(RefCell<Vec<u16>>);

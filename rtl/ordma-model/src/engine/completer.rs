@@ -1,0 +1,300 @@
+//! The RC engine's completer (soft-RoCE's `rxe_comp.c`): matches the responder's answers
+//! (ACK, RNR NAK, NAK, read responses) to the requester's head WQE and writes send CQEs;
+//! RNR retries (on the responder's RQ doorbell or the `min_rnr_timer`, through
+//! [`Nic::tick`]); errors, which move a QP to `ERR`, and the flush of every WQE left in
+//! `ERR`.
+
+use std::time::{Duration, Instant};
+
+use ordma_hw as hw;
+use tracing::debug;
+
+use super::packet::{self, NakCode};
+use super::qp::qp_index;
+use super::requester::{mtu_bytes, Data, Pos, Step};
+use super::{Interrupts, Nic};
+use crate::mem::Dma;
+
+/// The responder's answer to one request packet.
+#[derive(Debug)]
+pub(super) enum Answer {
+    /// ACK (or, for a packet without the ack request, accepted).
+    Ack,
+    /// No answer: the request was dropped (the requester's retries time out).
+    Drop,
+    /// RNR NAK with the responder's timer code.
+    Rnr(u8),
+    /// NAK.
+    Nak(NakCode),
+    /// READ: the responder's data, to come back in read responses.
+    Read(Data),
+    /// The requester itself failed (a status), e.g. writing read responses.
+    Local(u8),
+}
+
+/// IB's RNR timer encoding (`min_rnr_timer`), in microseconds.
+const RNR_TIMER_US: [u64; 32] = [
+    655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920, 2560, 3840,
+    5120, 7680, 10_240, 15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880, 163_840, 245_760,
+    327_680, 491_520,
+];
+
+/// The RNR delay of timer code `code`.
+pub fn rnr_delay(code: u8) -> Duration {
+    Duration::from_micros(
+        RNR_TIMER_US
+            .get(usize::from(code & 31))
+            .copied()
+            .unwrap_or(0),
+    )
+}
+
+/// `rnr_retry` and `retry_cnt` value meaning "without limit".
+const RETRY_FOREVER: u8 = 7;
+
+impl Nic {
+    /// The requester's view of `answer` to packet `at` of `npkts` of QP `qpn`'s head WQE
+    /// (`len` bytes): advances `sq_psn` on success, arms an RNR retry, or fails.
+    pub(super) fn answered(
+        &mut self,
+        qpn: u32,
+        answer: Answer,
+        len: u32,
+        npkts: u64,
+        at: u64,
+    ) -> Step {
+        let Some(qp) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) else {
+            return Step::Failed(hw::WC_WR_FLUSH_ERR, 0);
+        };
+        let fail = |s| Step::Failed(s, 0);
+        match answer {
+            Answer::Ack | Answer::Read(_) => {
+                // CAST: PSN arithmetic is mod 2^24.
+                qp.attr.sq_psn = packet::psn_add(qp.attr.sq_psn, npkts as u32);
+                Step::Done(len)
+            }
+            Answer::Rnr(code) => {
+                let left = qp.dp.rnr_left.unwrap_or(qp.attr.rnr_retry);
+                if left == 0 {
+                    return fail(hw::WC_RNR_RETRY_EXC_ERR);
+                }
+                if left != RETRY_FOREVER {
+                    qp.dp.rnr_left = Some(left - 1);
+                } else {
+                    qp.dp.rnr_left = Some(left);
+                }
+                qp.dp.resume = at;
+                let now = Instant::now();
+                qp.dp.rnr_wait = Some(now.checked_add(rnr_delay(code)).unwrap_or(now));
+                debug!(qpn, code, left, "RNR NAK: retry later");
+                Step::Wait
+            }
+            // A PSN sequence error cannot heal in loopback (the retries meet the same PSNs):
+            // the retries are exhausted at once, as are a dropped request's.
+            Answer::Drop | Answer::Nak(NakCode::PsnSeq) => fail(hw::WC_RETRY_EXC_ERR),
+            Answer::Nak(NakCode::InvalidRequest) => fail(hw::WC_REM_INV_REQ_ERR),
+            Answer::Nak(NakCode::RemoteAccess) => fail(hw::WC_REM_ACCESS_ERR),
+            Answer::Nak(NakCode::RemoteOp) => fail(hw::WC_REM_OP_ERR),
+            Answer::Local(s) => fail(s),
+        }
+    }
+
+    /// The read responses of a READ of `len` bytes into `dst`: one per `mtu` bytes, each
+    /// copied from the responder's memory to the requester's as it arrives.
+    pub(super) fn read_responses(
+        &mut self,
+        answer: Answer,
+        dst: &Data,
+        len: u64,
+        mtu: u64,
+        mem: &dyn Dma,
+    ) -> Answer {
+        let Answer::Read(src) = answer else {
+            return answer;
+        };
+        let gated = self.gate(mem);
+        let (mut sp, mut dp) = (Pos::default(), Pos::default());
+        let mut left = len;
+        // One read response per `mtu` bytes, each copied as it arrives.
+        while left > 0 {
+            let n = usize::try_from(left.min(mtu)).unwrap_or(0);
+            if n == 0 || !src.copy_to(&gated, &mut sp, dst, &mut dp, n) {
+                return Answer::Local(hw::WC_LOC_PROT_ERR);
+            }
+            left -= n as u64;
+        }
+        Answer::Read(src)
+    }
+
+    /// Completes send WQE `index` of QP `qpn`: a CQE if `signaled` or an error; an error
+    /// moves the QP to `ERR`.
+    #[allow(clippy::too_many_arguments, reason = "a CQE's fields")]
+    pub(super) fn complete_send(
+        &mut self,
+        qpn: u32,
+        index: u16,
+        status: u8,
+        opcode: u8,
+        byte_len: u32,
+        signaled: bool,
+        mem: &dyn Dma,
+        irq: &dyn Interrupts,
+    ) {
+        let Some(qp) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) else {
+            return;
+        };
+        if qp.sq.ci != index {
+            // A QP connected to itself went to ERR as the responder: the flush completed
+            // this WQE already.
+            return;
+        }
+        qp.sq.ci = index.wrapping_add(1);
+        qp.dp.rnr_left = None;
+        qp.dp.rnr_wait = None;
+        qp.dp.resume = 0;
+        let cqn = qp.send_cqn;
+        if signaled || status != hw::WC_SUCCESS {
+            let cqe = hw::Cqe {
+                wqe_index: index,
+                status,
+                opcode,
+                qpn,
+                byte_len,
+                ..Default::default()
+            };
+            self.post_completion(cqn, &cqe, status != hw::WC_SUCCESS, mem, irq);
+        }
+        if status != hw::WC_SUCCESS {
+            debug!(qpn, index, status, "send WQE failed: QP to ERR");
+            self.enter_error(qpn, mem, irq);
+        }
+    }
+
+    /// Moves QP `qpn` to `ERR` and flushes its queues.
+    pub(super) fn enter_error(&mut self, qpn: u32, mem: &dyn Dma, irq: &dyn Interrupts) {
+        if let Some(qp) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) {
+            qp.state = hw::QPS_ERR;
+        }
+        self.flush(qpn, mem, irq);
+    }
+
+    /// In `ERR`: completes every WQE of QP `qpn` not completed yet, SQ then RQ, in order,
+    /// with `WR_FLUSH_ERR`.
+    pub(super) fn flush(&mut self, qpn: u32, mem: &dyn Dma, irq: &dyn Interrupts) {
+        if !self.bus_master {
+            self.refused("flush");
+            return;
+        }
+        let Some(qp) = self.qp(qpn).copied() else {
+            return;
+        };
+        if qp.state != hw::QPS_ERR {
+            return;
+        }
+        let mut cqe = hw::Cqe {
+            status: hw::WC_WR_FLUSH_ERR,
+            qpn,
+            ..Default::default()
+        };
+        let mut i = qp.sq.ci;
+        while i != qp.sq.pi {
+            cqe.wqe_index = i;
+            self.post_completion(qp.send_cqn, &cqe, true, mem, irq);
+            i = i.wrapping_add(1);
+        }
+        let mut rq_done = None;
+        if let Some(rq) = qp.rq {
+            cqe.opcode = hw::WC_RECV;
+            cqe.flags = hw::CQE_FLAG_RECV;
+            let mut i = rq.ci;
+            while i != rq.pi {
+                cqe.wqe_index = i;
+                self.post_completion(qp.recv_cqn, &cqe, true, mem, irq);
+                i = i.wrapping_add(1);
+            }
+            rq_done = Some(rq.pi);
+        }
+        if let Some(q) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) {
+            q.sq.ci = qp.sq.pi;
+            if let (Some(rq), Some(pi)) = (q.rq.as_mut(), rq_done) {
+                rq.ci = pi;
+            }
+            q.dp.rnr_wait = None;
+            q.dp.rnr_left = None;
+            q.dp.resume = 0;
+        }
+    }
+
+    /// A receive was posted on QP `qpn`: the QPs waiting for an RNR retry towards it send
+    /// again now.
+    pub(super) fn rnr_wake(&mut self, qpn: u32, mem: &dyn Dma, irq: &dyn Interrupts) {
+        let lid = self.config.lid;
+        let waiting: Vec<u32> = self
+            .qps
+            .iter()
+            .filter(|(_, q)| {
+                q.dp.rnr_wait.is_some() && q.attr.dest_qp_num == qpn && q.attr.ah.dlid == lid
+            })
+            .map(|(i, _)| i + hw::QPN_FIRST)
+            .collect();
+        for w in waiting {
+            self.retry_now(w, mem, irq);
+        }
+    }
+
+    fn retry_now(&mut self, qpn: u32, mem: &dyn Dma, irq: &dyn Interrupts) {
+        if let Some(q) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) {
+            q.dp.rnr_wait = None;
+            q.dp.backlog = false;
+        }
+        self.run_sq(qpn, mem, irq);
+    }
+
+    /// Whether some QP waits for a timer (an RNR retry): the device calls [`Nic::tick`]
+    /// while this holds.
+    pub fn timers_pending(&self) -> bool {
+        self.qps
+            .iter()
+            .any(|(_, q)| q.dp.rnr_wait.is_some() || q.dp.backlog)
+    }
+
+    /// The NIC's timers at time `now`: every QP whose RNR delay has passed sends again, and
+    /// so does every QP with a backlog (more WQEs than one doorbell's budget).
+    pub fn tick(&mut self, now: Instant, mem: &dyn Dma, irq: &dyn Interrupts) {
+        let due: Vec<u32> = self
+            .qps
+            .iter()
+            .filter(|(_, q)| q.dp.rnr_wait.is_some_and(|t| t <= now) || q.dp.backlog)
+            .map(|(i, _)| i + hw::QPN_FIRST)
+            .collect();
+        for qpn in due {
+            self.retry_now(qpn, mem, irq);
+        }
+    }
+
+    /// After admin commands: QPs a `MODIFY_QP` moved to `ERR` flush, QPs back in `RTS`
+    /// (from `SQD`) send what was posted meanwhile.
+    pub(super) fn run_data_path(&mut self, mem: &dyn Dma, irq: &dyn Interrupts) {
+        let work: Vec<u32> = self
+            .qps
+            .iter()
+            .filter(|(_, q)| {
+                let rq_busy = q.rq.is_some_and(|rq| rq.ci != rq.pi);
+                match q.state {
+                    hw::QPS_ERR => q.sq.ci != q.sq.pi || rq_busy,
+                    hw::QPS_RTS => q.sq.ci != q.sq.pi && q.dp.rnr_wait.is_none(),
+                    _ => false,
+                }
+            })
+            .map(|(i, _)| i + hw::QPN_FIRST)
+            .collect();
+        for qpn in work {
+            self.run_sq(qpn, mem, irq);
+        }
+    }
+}
+
+/// Packets a READ of `len` bytes takes (its responses), at MTU code `mtu`.
+pub(super) fn read_packets(len: u64, mtu: u8) -> u64 {
+    len.div_ceil(mtu_bytes(mtu)).max(1)
+}

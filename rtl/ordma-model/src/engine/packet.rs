@@ -1,0 +1,374 @@
+//! The RC transport's packets: IB base transport header (BTH) and the extended headers RC
+//! uses (RETH, AETH, ImmDt), as the IBTA specification lays them out on the wire
+//! (big-endian; Linux's soft-RoCE has them in `drivers/infiniband/sw/rxe/rxe_hdr.h`).
+//!
+//! Inside one NIC (loopback) the roles pass the decoded [`Packet`] and a reference to the
+//! payload; [`Packet::encode`] and [`Packet::decode`] give the wire bytes for the RoCEv2
+//! wire to come.
+
+/// BTH opcode: RC SEND first.
+pub const SEND_FIRST: u8 = 0x00;
+/// BTH opcode: RC SEND middle.
+pub const SEND_MIDDLE: u8 = 0x01;
+/// BTH opcode: RC SEND last.
+pub const SEND_LAST: u8 = 0x02;
+/// BTH opcode: RC SEND last with immediate.
+pub const SEND_LAST_IMM: u8 = 0x03;
+/// BTH opcode: RC SEND only.
+pub const SEND_ONLY: u8 = 0x04;
+/// BTH opcode: RC SEND only with immediate.
+pub const SEND_ONLY_IMM: u8 = 0x05;
+/// BTH opcode: RC RDMA WRITE first.
+pub const WRITE_FIRST: u8 = 0x06;
+/// BTH opcode: RC RDMA WRITE middle.
+pub const WRITE_MIDDLE: u8 = 0x07;
+/// BTH opcode: RC RDMA WRITE last.
+pub const WRITE_LAST: u8 = 0x08;
+/// BTH opcode: RC RDMA WRITE last with immediate.
+pub const WRITE_LAST_IMM: u8 = 0x09;
+/// BTH opcode: RC RDMA WRITE only.
+pub const WRITE_ONLY: u8 = 0x0a;
+/// BTH opcode: RC RDMA WRITE only with immediate.
+pub const WRITE_ONLY_IMM: u8 = 0x0b;
+/// BTH opcode: RC RDMA READ request.
+pub const READ_REQUEST: u8 = 0x0c;
+/// BTH opcode: RC RDMA READ response first.
+pub const READ_RESPONSE_FIRST: u8 = 0x0d;
+/// BTH opcode: RC RDMA READ response middle.
+pub const READ_RESPONSE_MIDDLE: u8 = 0x0e;
+/// BTH opcode: RC RDMA READ response last.
+pub const READ_RESPONSE_LAST: u8 = 0x0f;
+/// BTH opcode: RC RDMA READ response only.
+pub const READ_RESPONSE_ONLY: u8 = 0x10;
+/// BTH opcode: RC ACKNOWLEDGE.
+pub const ACKNOWLEDGE: u8 = 0x11;
+
+/// Bytes of a BTH.
+pub const BTH_LEN: usize = 12;
+/// Bytes of a RETH.
+pub const RETH_LEN: usize = 16;
+/// Bytes of an AETH.
+pub const AETH_LEN: usize = 4;
+/// Bytes of an ImmDt.
+pub const IMM_LEN: usize = 4;
+
+/// PSNs are 24 bits.
+pub const PSN_MASK: u32 = 0x00ff_ffff;
+
+/// Which extended headers an RC opcode carries: (RETH, AETH, ImmDt); `None` for an opcode
+/// that is not RC's.
+pub const fn headers(opcode: u8) -> Option<(bool, bool, bool)> {
+    Some(match opcode {
+        SEND_FIRST | SEND_MIDDLE | SEND_LAST | SEND_ONLY | WRITE_MIDDLE | WRITE_LAST => {
+            (false, false, false)
+        }
+        SEND_LAST_IMM | SEND_ONLY_IMM | WRITE_LAST_IMM => (false, false, true),
+        WRITE_FIRST | WRITE_ONLY | READ_REQUEST => (true, false, false),
+        WRITE_ONLY_IMM => (true, false, true),
+        READ_RESPONSE_FIRST | READ_RESPONSE_LAST | READ_RESPONSE_ONLY | ACKNOWLEDGE => {
+            (false, true, false)
+        }
+        READ_RESPONSE_MIDDLE => (false, false, false),
+        _ => return None,
+    })
+}
+
+/// The base transport header.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Bth {
+    /// The opcode (RC: the constants above).
+    pub opcode: u8,
+    /// Solicited event.
+    pub se: bool,
+    /// Migration request.
+    pub mig_req: bool,
+    /// Pad bytes at the end of the payload (0..=3).
+    pub pad: u8,
+    /// Transport header version (0).
+    pub tver: u8,
+    /// Partition key.
+    pub pkey: u16,
+    /// Destination QP, 24 bits.
+    pub dest_qp: u32,
+    /// Acknowledge request.
+    pub ack_req: bool,
+    /// Packet sequence number, 24 bits.
+    pub psn: u32,
+}
+
+/// The RDMA extended transport header (WRITE first/only, READ request).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reth {
+    /// Virtual address at the responder.
+    pub va: u64,
+    /// The responder's MR key.
+    pub rkey: u32,
+    /// Bytes of the whole message.
+    pub dma_len: u32,
+}
+
+/// A NAK's code (the AETH syndrome's low five bits with `0b011` above them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NakCode {
+    /// PSN sequence error.
+    PsnSeq,
+    /// Invalid request.
+    InvalidRequest,
+    /// Remote access error.
+    RemoteAccess,
+    /// Remote operational error.
+    RemoteOp,
+}
+
+impl NakCode {
+    const fn bits(self) -> u8 {
+        match self {
+            NakCode::PsnSeq => 0,
+            NakCode::InvalidRequest => 1,
+            NakCode::RemoteAccess => 2,
+            NakCode::RemoteOp => 3,
+        }
+    }
+}
+
+/// The AETH's syndrome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Syndrome {
+    /// ACK with a credit count (0x1f: no flow control).
+    Ack(u8),
+    /// Receiver not ready, with the RNR timer code (0..=31).
+    Rnr(u8),
+    /// NAK.
+    Nak(NakCode),
+}
+
+impl Syndrome {
+    /// The syndrome byte.
+    pub const fn encode(self) -> u8 {
+        match self {
+            Syndrome::Ack(c) => c & 0x1f,
+            Syndrome::Rnr(t) => 0x20 | (t & 0x1f),
+            Syndrome::Nak(n) => 0x60 | n.bits(),
+        }
+    }
+
+    /// Decodes a syndrome byte; `None` for reserved values.
+    pub const fn decode(b: u8) -> Option<Self> {
+        let low = b & 0x1f;
+        Some(match b >> 5 {
+            0 => Syndrome::Ack(low),
+            1 => Syndrome::Rnr(low),
+            3 => Syndrome::Nak(match low {
+                0 => NakCode::PsnSeq,
+                1 => NakCode::InvalidRequest,
+                2 => NakCode::RemoteAccess,
+                3 => NakCode::RemoteOp,
+                _ => return None,
+            }),
+            _ => return None,
+        })
+    }
+}
+
+/// The ACK extended transport header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Aeth {
+    /// ACK, RNR NAK or NAK.
+    pub syndrome: Syndrome,
+    /// Message sequence number, 24 bits.
+    pub msn: u32,
+}
+
+/// One RC packet's headers (the payload travels beside it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Packet {
+    /// The base transport header.
+    pub bth: Bth,
+    /// RETH, for the opcodes that carry one.
+    pub reth: Option<Reth>,
+    /// AETH, for the opcodes that carry one.
+    pub aeth: Option<Aeth>,
+    /// Immediate data, the four bytes as on the wire (and as the WQE and CQE hold them).
+    pub imm: Option<[u8; 4]>,
+}
+
+fn be(b: &[u8], off: usize, n: usize) -> Option<u64> {
+    let s = b.get(off..off.checked_add(n)?)?;
+    Some(s.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x)))
+}
+
+impl Packet {
+    /// Bytes of the headers.
+    pub fn header_len(&self) -> usize {
+        BTH_LEN
+            + self.reth.map_or(0, |_| RETH_LEN)
+            + self.aeth.map_or(0, |_| AETH_LEN)
+            + self.imm.map_or(0, |_| IMM_LEN)
+    }
+
+    /// Appends the headers in wire order (BTH, RETH, AETH, ImmDt) to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let b = &self.bth;
+        out.push(b.opcode);
+        out.push(
+            (u8::from(b.se) << 7)
+                | (u8::from(b.mig_req) << 6)
+                | ((b.pad & 3) << 4)
+                | (b.tver & 0xf),
+        );
+        out.extend_from_slice(&b.pkey.to_be_bytes());
+        out.push(0);
+        out.extend_from_slice(&(b.dest_qp & PSN_MASK).to_be_bytes()[1..]);
+        out.push(u8::from(b.ack_req) << 7);
+        out.extend_from_slice(&(b.psn & PSN_MASK).to_be_bytes()[1..]);
+        if let Some(r) = self.reth {
+            out.extend_from_slice(&r.va.to_be_bytes());
+            out.extend_from_slice(&r.rkey.to_be_bytes());
+            out.extend_from_slice(&r.dma_len.to_be_bytes());
+        }
+        if let Some(a) = self.aeth {
+            out.push(a.syndrome.encode());
+            out.extend_from_slice(&(a.msn & PSN_MASK).to_be_bytes()[1..]);
+        }
+        if let Some(i) = self.imm {
+            out.extend_from_slice(&i);
+        }
+    }
+
+    /// Decodes the headers at the start of `b`; the packet and the header length (the
+    /// payload follows). `None` for a short buffer, an opcode that is not RC's, or a
+    /// reserved AETH syndrome.
+    pub fn decode(b: &[u8]) -> Option<(Self, usize)> {
+        let opcode = *b.first()?;
+        let flags = *b.get(1)?;
+        let (has_reth, has_aeth, has_imm) = headers(opcode)?;
+        // CAST: `be` of n bytes fits the narrower types below.
+        let bth = Bth {
+            opcode,
+            se: flags & 0x80 != 0,
+            mig_req: flags & 0x40 != 0,
+            pad: (flags >> 4) & 3,
+            tver: flags & 0xf,
+            pkey: be(b, 2, 2)? as u16,
+            dest_qp: be(b, 5, 3)? as u32,
+            ack_req: *b.get(8)? & 0x80 != 0,
+            psn: be(b, 9, 3)? as u32,
+        };
+        let mut off = BTH_LEN;
+        let mut p = Packet {
+            bth,
+            ..Default::default()
+        };
+        if has_reth {
+            p.reth = Some(Reth {
+                va: be(b, off, 8)?,
+                rkey: be(b, off + 8, 4)? as u32,
+                dma_len: be(b, off + 12, 4)? as u32,
+            });
+            off += RETH_LEN;
+        }
+        if has_aeth {
+            p.aeth = Some(Aeth {
+                syndrome: Syndrome::decode(*b.get(off)?)?,
+                msn: be(b, off + 1, 3)? as u32,
+            });
+            off += AETH_LEN;
+        }
+        if has_imm {
+            let mut i = [0u8; 4];
+            i.copy_from_slice(b.get(off..off + IMM_LEN)?);
+            p.imm = Some(i);
+            off += IMM_LEN;
+        }
+        Some((p, off))
+    }
+}
+
+/// `a + n` in PSN space (mod 2^24).
+pub const fn psn_add(a: u32, n: u32) -> u32 {
+    a.wrapping_add(n) & PSN_MASK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_opcode_round_trips() {
+        for opcode in 0..=0x11u8 {
+            let (reth, aeth, imm) = headers(opcode).unwrap();
+            let p = Packet {
+                bth: Bth {
+                    opcode,
+                    se: opcode % 2 == 0,
+                    mig_req: true,
+                    pad: 2,
+                    tver: 0,
+                    pkey: 0xffff,
+                    dest_qp: 0x12_3456,
+                    ack_req: opcode % 3 == 0,
+                    psn: 0xab_cdef,
+                },
+                reth: reth.then_some(Reth {
+                    va: 0x0102_0304_0506_0708,
+                    rkey: 0xdead_beef,
+                    dma_len: 0x8000_0001,
+                }),
+                aeth: aeth.then_some(Aeth {
+                    syndrome: Syndrome::Nak(NakCode::RemoteAccess),
+                    msn: 0xfe_dcba,
+                }),
+                imm: imm.then_some([1, 2, 3, 4]),
+            };
+            let mut b = Vec::new();
+            p.encode(&mut b);
+            assert_eq!(b.len(), p.header_len());
+            assert_eq!(Packet::decode(&b), Some((p, b.len())), "opcode {opcode:#x}");
+            assert_eq!(Packet::decode(&b[..b.len() - 1]), None, "short");
+        }
+        assert_eq!(Packet::decode(&[0x12; 40]), None, "UC/RD/UD opcodes");
+    }
+
+    #[test]
+    fn wire_layout_is_big_endian_ib() {
+        let p = Packet {
+            bth: Bth {
+                opcode: WRITE_ONLY,
+                se: true,
+                pkey: 0xffff,
+                dest_qp: 0x00_0102,
+                ack_req: true,
+                psn: 0x03_0405,
+                ..Default::default()
+            },
+            reth: Some(Reth {
+                va: 0x1122_3344_5566_7788,
+                rkey: 0x99aa_bbcc,
+                dma_len: 0x1000,
+            }),
+            ..Default::default()
+        };
+        let mut b = Vec::new();
+        p.encode(&mut b);
+        assert_eq!(
+            b,
+            [
+                0x0a, 0x80, 0xff, 0xff, 0, 0, 1, 2, 0x80, 3, 4, 5, 0x11, 0x22, 0x33, 0x44, 0x55,
+                0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0, 0, 0x10, 0
+            ]
+        );
+        for (s, byte) in [
+            (Syndrome::Ack(0x1f), 0x1f),
+            (Syndrome::Rnr(14), 0x2e),
+            (Syndrome::Nak(NakCode::PsnSeq), 0x60),
+            (Syndrome::Nak(NakCode::InvalidRequest), 0x61),
+            (Syndrome::Nak(NakCode::RemoteAccess), 0x62),
+            (Syndrome::Nak(NakCode::RemoteOp), 0x63),
+        ] {
+            assert_eq!(s.encode(), byte);
+            assert_eq!(Syndrome::decode(byte), Some(s));
+        }
+        assert_eq!(Syndrome::decode(0x40), None);
+        assert_eq!(Syndrome::decode(0x64), None);
+    }
+}

@@ -1,0 +1,436 @@
+//! The RC engine's requester (soft-RoCE's `rxe_req.c`): on an SQ doorbell it takes the
+//! QP's new send WQEs in order, checks and translates them, and sends their request
+//! packets, one per `path_mtu` bytes, to the responder. Loopback only: a QP whose AV `dlid`
+//! is the port's own LID talks to `dest_qp_num` on this NIC, synchronously, packet by
+//! packet: each request goes through the [`super::responder`] at once and its answer
+//! through the [`super::completer`].
+
+use ordma_hw as hw;
+
+use super::completer::Answer;
+use super::counters::{bounded_warn, Anomaly};
+use super::packet::{self, Bth, Packet, Reth};
+use super::pages;
+use super::qp::{Qp, WorkQueue};
+use super::responder::Inbound;
+use super::{Interrupts, Nic};
+use crate::mem::Dma;
+
+/// The port's largest message (2 GiB).
+pub(super) const MAX_MSG: u64 = 1 << 31;
+
+/// Bytes one call of [`Nic::run_sq`] moves before it leaves the rest of the send queue to
+/// the timer thread (`backlog`), so a guest's doorbell holds the NIC for a bounded time
+/// (one message beyond it at most).
+pub(super) const SQ_BUDGET: u64 = 64 << 20;
+
+/// Where a message's bytes are.
+#[derive(Debug)]
+pub(super) enum Data {
+    /// Bus-address pieces, in order.
+    Pieces(Vec<(u64, u64)>),
+    /// Bytes the NIC holds (inline data).
+    Inline(Vec<u8>),
+}
+
+/// A position in a [`Data`]: piece and offset in it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Pos {
+    piece: usize,
+    off: u64,
+}
+
+impl Data {
+    /// The position `at` bytes from the start (clamped to the end).
+    pub(super) fn seek(&self, at: u64) -> Pos {
+        match self {
+            Data::Inline(_) => Pos { piece: 0, off: at },
+            Data::Pieces(p) => {
+                let mut left = at;
+                for (i, &(_, len)) in p.iter().enumerate() {
+                    if left < len {
+                        return Pos {
+                            piece: i,
+                            off: left,
+                        };
+                    }
+                    left -= len;
+                }
+                Pos {
+                    piece: p.len(),
+                    off: 0,
+                }
+            }
+        }
+    }
+
+    /// Walks the pieces from `pos` for `len` bytes, calling `f(bus address, range of the
+    /// walk)` per contiguous piece; false if the data ends first or `f` fails.
+    fn walk(
+        p: &[(u64, u64)],
+        pos: &mut Pos,
+        len: usize,
+        mut f: impl FnMut(u64, std::ops::Range<usize>) -> bool,
+    ) -> bool {
+        let mut done = 0usize;
+        while done < len {
+            let Some(&(addr, plen)) = p.get(pos.piece) else {
+                return false;
+            };
+            let left = plen.saturating_sub(pos.off);
+            if left == 0 {
+                pos.piece += 1;
+                pos.off = 0;
+                continue;
+            }
+            let n = usize::try_from(left).map_or(len - done, |l| l.min(len - done));
+            let Some(at) = addr.checked_add(pos.off) else {
+                return false;
+            };
+            if !f(at, done..done + n) {
+                return false;
+            }
+            done += n;
+            pos.off += n as u64;
+        }
+        true
+    }
+
+    /// Reads `buf.len()` bytes from `pos` on; false if the data ends or a DMA fails.
+    pub(super) fn read(&self, mem: &dyn Dma, pos: &mut Pos, buf: &mut [u8]) -> bool {
+        match self {
+            Data::Inline(b) => {
+                let src = usize::try_from(pos.off)
+                    .ok()
+                    .and_then(|s| b.get(s..s.checked_add(buf.len())?));
+                let Some(src) = src else { return false };
+                buf.copy_from_slice(src);
+                pos.off += buf.len() as u64;
+                true
+            }
+            Data::Pieces(p) => Self::walk(p, pos, buf.len(), |addr, r| {
+                buf.get_mut(r)
+                    .is_some_and(|dst| mem.dma_read(addr, dst).is_ok())
+            }),
+        }
+    }
+
+    /// Copies `len` bytes from `self` at `spos` to `dst` (pieces) at `dpos`: one DMA copy
+    /// per stretch contiguous on both sides, no bounce buffer unless `self` is inline.
+    pub(super) fn copy_to(
+        &self,
+        mem: &dyn Dma,
+        spos: &mut Pos,
+        dst: &Data,
+        dpos: &mut Pos,
+        len: usize,
+    ) -> bool {
+        let (Data::Pieces(sp), Data::Pieces(dp)) = (self, dst) else {
+            let mut buf = vec![0u8; len];
+            return self.read(mem, spos, &mut buf) && dst.write(mem, dpos, &buf);
+        };
+        let mut done = 0usize;
+        while done < len {
+            let (Some(&(sa, sl)), Some(&(da, dl))) = (sp.get(spos.piece), dp.get(dpos.piece))
+            else {
+                return false;
+            };
+            let (sleft, dleft) = (sl.saturating_sub(spos.off), dl.saturating_sub(dpos.off));
+            if sleft == 0 {
+                spos.piece += 1;
+                spos.off = 0;
+                continue;
+            }
+            if dleft == 0 {
+                dpos.piece += 1;
+                dpos.off = 0;
+                continue;
+            }
+            let n = usize::try_from(sleft.min(dleft)).map_or(len - done, |m| m.min(len - done));
+            let (Some(s), Some(d)) = (sa.checked_add(spos.off), da.checked_add(dpos.off)) else {
+                return false;
+            };
+            if mem.dma_copy(s, d, n).is_err() {
+                return false;
+            }
+            done += n;
+            spos.off += n as u64;
+            dpos.off += n as u64;
+        }
+        true
+    }
+
+    /// Writes `buf` from `pos` on (pieces only); false if the data ends or a DMA fails.
+    pub(super) fn write(&self, mem: &dyn Dma, pos: &mut Pos, buf: &[u8]) -> bool {
+        match self {
+            Data::Inline(_) => false,
+            Data::Pieces(p) => Self::walk(p, pos, buf.len(), |addr, r| {
+                buf.get(r)
+                    .is_some_and(|src| mem.dma_write(addr, src).is_ok())
+            }),
+        }
+    }
+}
+
+/// The bytes of WQE `index` of `wq` (one WQE never crosses a page: pages are at least
+/// 4 KiB, WQEs at most 1 KiB and aligned); `None` if the ring cannot be read.
+pub(super) fn wqe_bytes(mem: &dyn Dma, wq: &WorkQueue, index: u16) -> Option<Vec<u8>> {
+    let depth = wq.depth();
+    if depth == 0 {
+        return None;
+    }
+    let off = u64::from(index % depth) << wq.log_wqe_size.min(hw::WQE_LOG_SIZE_MAX);
+    let shift = wq.ring.page_shift.min(63);
+    let page = pages::page_addr(mem, &wq.ring, off >> shift).ok()?;
+    let addr = page.checked_add(off % (1u64 << shift))?;
+    let mut b = vec![0u8; 1usize << wq.log_wqe_size.min(hw::WQE_LOG_SIZE_MAX)];
+    mem.dma_read(addr, &mut b).ok()?;
+    Some(b)
+}
+
+/// The completion opcode of send opcode `op` (`WC_SEND` for one that is not valid).
+pub(super) fn wc_opcode(op: u8) -> u8 {
+    match op {
+        hw::WR_RDMA_WRITE | hw::WR_RDMA_WRITE_IMM => hw::WC_RDMA_WRITE,
+        hw::WR_RDMA_READ => hw::WC_RDMA_READ,
+        _ => hw::WC_SEND,
+    }
+}
+
+/// A checked send WQE, its local data translated.
+struct Request {
+    wqe: hw::SendWqe,
+    data: Data,
+    len: u64,
+}
+
+/// How the head WQE ended this time.
+pub(super) enum Step {
+    /// Done: a CQE if signaled.
+    Done(u32),
+    /// Waiting for an RNR retry: the WQE stays at the head.
+    Wait,
+    /// Failed with a status; the byte count for the CQE.
+    Failed(u8, u32),
+}
+
+/// The BTH opcode of packet `i` of `n` of a SEND or WRITE message.
+fn opcode_of(op: u8, i: u64, n: u64) -> u8 {
+    let (first, last) = (i == 0, i + 1 == n);
+    match (op, first, last) {
+        (hw::WR_SEND, true, true) => packet::SEND_ONLY,
+        (hw::WR_SEND_IMM, true, true) => packet::SEND_ONLY_IMM,
+        (hw::WR_SEND | hw::WR_SEND_IMM, true, false) => packet::SEND_FIRST,
+        (hw::WR_SEND | hw::WR_SEND_IMM, false, false) => packet::SEND_MIDDLE,
+        (hw::WR_SEND, false, true) => packet::SEND_LAST,
+        (hw::WR_SEND_IMM, false, true) => packet::SEND_LAST_IMM,
+        (hw::WR_RDMA_WRITE, true, true) => packet::WRITE_ONLY,
+        (hw::WR_RDMA_WRITE_IMM, true, true) => packet::WRITE_ONLY_IMM,
+        (_, true, false) => packet::WRITE_FIRST,
+        (_, false, false) => packet::WRITE_MIDDLE,
+        (hw::WR_RDMA_WRITE_IMM, false, true) => packet::WRITE_LAST_IMM,
+        _ => packet::WRITE_LAST,
+    }
+}
+
+/// Bytes per packet for an MTU code (1 = 256 .. 5 = 4096).
+pub(super) fn mtu_bytes(code: u8) -> u64 {
+    128u64 << code.clamp(1, 5)
+}
+
+impl Nic {
+    /// Runs QP `qpn`'s send queue: every WQE up to the producer index, in order, while the
+    /// QP is in `RTS` and not waiting for an RNR retry; in `ERR` flushes it.
+    pub(super) fn run_sq(&mut self, qpn: u32, mem: &dyn Dma, irq: &dyn Interrupts) {
+        if !self.bus_master {
+            self.refused("send queue");
+            return;
+        }
+        let mut spent = 0u64;
+        // Bounded: each pass completes a WQE or returns; a queue holds at most 2^15.
+        for _ in 0..=u32::from(u16::MAX) {
+            let Some(qp) = self.qp(qpn).copied() else {
+                return;
+            };
+            if qp.state == hw::QPS_ERR {
+                return self.flush(qpn, mem, irq);
+            }
+            if qp.state != hw::QPS_RTS || qp.dp.rnr_wait.is_some() || qp.sq.ci == qp.sq.pi {
+                return;
+            }
+            if spent >= SQ_BUDGET {
+                if let Some(q) = super::qp::qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) {
+                    q.dp.backlog = true;
+                }
+                return;
+            }
+            let index = qp.sq.ci;
+            let (step, op, signaled) = self.send_wqe(qpn, &qp, index, mem, irq);
+            match step {
+                Step::Wait => return,
+                Step::Done(bytes) => {
+                    // At least a packet's worth per WQE, so empty ones count too.
+                    spent = spent.saturating_add(u64::from(bytes).max(4096));
+                    self.complete_send(qpn, index, hw::WC_SUCCESS, op, bytes, signaled, mem, irq)
+                }
+                Step::Failed(status, bytes) => {
+                    self.complete_send(qpn, index, status, op, bytes, true, mem, irq)
+                }
+            }
+        }
+    }
+
+    /// Checks WQE `raw` of QP `qp`; translates its local SGEs. The error is the status.
+    fn check(&self, qp: &Qp, raw: &[u8], mem: &dyn Dma) -> Result<Request, (u8, u32)> {
+        let op_err = (hw::WC_LOC_QP_OP_ERR, 0);
+        let wqe = hw::SendWqe::decode(raw).ok_or(op_err)?;
+        let inline = wqe.flags & hw::WQE_FLAG_INLINE != 0;
+        let read = wqe.opcode == hw::WR_RDMA_READ;
+        if wqe.opcode > hw::WR_RDMA_READ
+            || wqe.flags & !hw::WQE_FLAGS != 0
+            || wqe.num_sge > qp.max_send_sge
+            || (inline && (read || wqe.num_sge != 0 || wqe.inline_len > u32::from(qp.max_inline)))
+            || (!inline && wqe.inline_len != 0)
+        {
+            return Err(op_err);
+        }
+        if inline {
+            let start = hw::SendWqe::sge_offset(0);
+            let end = start.checked_add(wqe.inline_len as usize).ok_or(op_err)?;
+            let bytes = raw.get(start..end).ok_or(op_err)?.to_vec();
+            return Ok(Request {
+                wqe,
+                len: u64::from(wqe.inline_len),
+                data: Data::Inline(bytes),
+            });
+        }
+        let access = if read { hw::ACCESS_LOCAL_WRITE } else { 0 };
+        let mut len = 0u64;
+        let mut pieces = Vec::new();
+        for i in 0..usize::from(wqe.num_sge) {
+            let sge = hw::Sge::decode_from(raw, hw::SendWqe::sge_offset(i)).ok_or(op_err)?;
+            if sge.length == 0 {
+                continue;
+            }
+            len += u64::from(sge.length);
+            if len > MAX_MSG {
+                return Err((hw::WC_LOC_LEN_ERR, 0));
+            }
+            let p = self
+                .translate(
+                    mem,
+                    sge.lkey,
+                    qp.pdn,
+                    sge.addr,
+                    u64::from(sge.length),
+                    access,
+                )
+                .map_err(|_| (hw::WC_LOC_PROT_ERR, 0))?;
+            pieces.extend(p);
+        }
+        Ok(Request {
+            wqe,
+            data: Data::Pieces(pieces),
+            len,
+        })
+    }
+
+    /// Sends WQE `index` of QP `qpn` (a copy of it in `qp`), from the packet an RNR NAK
+    /// stopped at, if any. Returns the outcome, the WQE's completion opcode and whether it
+    /// is signaled.
+    fn send_wqe(
+        &mut self,
+        qpn: u32,
+        qp: &Qp,
+        index: u16,
+        mem: &dyn Dma,
+        irq: &dyn Interrupts,
+    ) -> (Step, u8, bool) {
+        let gated = self.gate(mem);
+        let Some(raw) = wqe_bytes(&gated, &qp.sq, index) else {
+            return (Step::Failed(hw::WC_LOC_QP_OP_ERR, 0), hw::WC_SEND, true);
+        };
+        let op = wc_opcode(raw.first().copied().unwrap_or(0));
+        let req = match self.check(qp, &raw, &gated) {
+            Ok(r) => r,
+            Err((status, n)) => {
+                bounded_warn!(
+                    self.counters,
+                    Anomaly::BadWqe,
+                    qpn,
+                    index,
+                    status,
+                    "send WQE refused: error completion"
+                );
+                return (Step::Failed(status, n), op, true);
+            }
+        };
+        let signaled = req.wqe.flags & hw::WQE_FLAG_SIGNALED != 0;
+        // CAST: at most MAX_MSG.
+        let len32 = req.len as u32;
+        if qp.attr.ah.dlid != self.config.lid {
+            // No route: the wire between NICs is not there yet; the request is never
+            // answered, as if every retry timed out.
+            return (Step::Failed(hw::WC_RETRY_EXC_ERR, 0), op, true);
+        }
+        let mtu = mtu_bytes(qp.attr.path_mtu);
+        let npkts = req.len.div_ceil(mtu).max(1);
+        let first_psn = qp.attr.sq_psn;
+        let solicited = req.wqe.flags & hw::WQE_FLAG_SOLICITED != 0;
+        let bth = |opcode: u8, i: u64, last: bool| Bth {
+            opcode,
+            se: solicited && last,
+            pkey: 0xffff,
+            dest_qp: qp.attr.dest_qp_num,
+            ack_req: last,
+            // CAST: PSN arithmetic is mod 2^24.
+            psn: packet::psn_add(first_psn, i as u32),
+            ..Default::default()
+        };
+        let mut inb = Inbound::default();
+        if req.wqe.opcode == hw::WR_RDMA_READ {
+            let pkt = Packet {
+                bth: bth(packet::READ_REQUEST, 0, true),
+                reth: Some(Reth {
+                    va: req.wqe.remote_addr,
+                    rkey: req.wqe.rkey,
+                    dma_len: len32,
+                }),
+                ..Default::default()
+            };
+            let answer = self.deliver(qpn, &pkt, None, &mut inb, mem, irq);
+            let answer = self.read_responses(answer, &req.data, req.len, mtu, mem);
+            return (self.answered(qpn, answer, len32, npkts, 0), op, signaled);
+        }
+        let start = qp.dp.resume;
+        let mut pos = req.data.seek(start.saturating_mul(mtu));
+        for i in start..npkts {
+            let last = i + 1 == npkts;
+            let opcode = opcode_of(req.wqe.opcode, i, npkts);
+            let (reth, imm) = packet::headers(opcode).map_or((false, false), |h| (h.0, h.2));
+            let pkt = Packet {
+                bth: bth(opcode, i, last),
+                reth: reth.then_some(Reth {
+                    va: req.wqe.remote_addr,
+                    rkey: req.wqe.rkey,
+                    dma_len: len32,
+                }),
+                aeth: None,
+                imm: imm.then_some(req.wqe.imm.to_le_bytes()),
+            };
+            let n = mtu.min(req.len - i * mtu);
+            let answer = self.deliver(
+                qpn,
+                &pkt,
+                Some((&req.data, &mut pos, n)),
+                &mut inb,
+                mem,
+                irq,
+            );
+            if !matches!(answer, Answer::Ack) || last {
+                return (self.answered(qpn, answer, len32, npkts, i), op, signaled);
+            }
+        }
+        (Step::Done(len32), op, signaled)
+    }
+}

@@ -1,0 +1,430 @@
+//! The RC engine's responder (soft-RoCE's `rxe_resp.c`): executes request packets against
+//! its QP's receive queue and MRs and answers ACK, RNR NAK, NAK or (READ) the data for the
+//! read responses. Receive CQEs are written here.
+
+use ordma_hw as hw;
+use tracing::debug;
+
+use super::completer::{read_packets, Answer};
+use super::counters::{bounded_warn, Anomaly};
+use super::packet::{self, NakCode, Packet};
+use super::requester::{wqe_bytes, Data, Pos};
+use super::{Interrupts, Nic};
+use crate::mem::Dma;
+
+/// The responder's state for a SEND being received: the receive WQE it consumes, its
+/// buffers and the bytes so far. Loopback hands a message over in one call of the
+/// requester, and an RNR NAK can only answer a SEND's first packet, so this lives with
+/// the requester's loop.
+#[derive(Debug, Default)]
+pub(super) struct Inbound {
+    recv: Option<(u16, Data, u64)>,
+    got: u64,
+    pos: Pos,
+}
+
+/// A payload handed to the responder: the sender's data, the position, the length.
+pub(super) type Payload<'a> = Option<(&'a Data, &'a mut Pos, u64)>;
+
+impl Nic {
+    /// QP `qpn`, mutably.
+    fn qp_mut(&mut self, qpn: u32) -> Option<&mut super::qp::Qp> {
+        super::qp::qp_index(qpn).and_then(|i| self.qps.get_index_mut(i))
+    }
+
+    /// Delivers request `pkt` from QP `src` with its payload; the answer.
+    pub(super) fn deliver(
+        &mut self,
+        src: u32,
+        pkt: &Packet,
+        payload: Payload<'_>,
+        inb: &mut Inbound,
+        mem: &dyn Dma,
+        irq: &dyn Interrupts,
+    ) -> Answer {
+        let qpn = pkt.bth.dest_qp;
+        let Some(qp) = self.qp(qpn).copied() else {
+            return Answer::Drop;
+        };
+        let live = matches!(qp.state, hw::QPS_RTR | hw::QPS_RTS | hw::QPS_SQD);
+        if !live || qp.attr.dest_qp_num != src {
+            debug!(qpn, src, state = qp.state, "request dropped");
+            return Answer::Drop;
+        }
+        if qp.state == hw::QPS_RTR && !qp.dp.comm_est {
+            if let Some(q) = self.qp_mut(qpn) {
+                q.dp.comm_est = true;
+            }
+            self.post_event(hw::EVENT_QP_COMM_EST, qpn, 0, mem, irq);
+        }
+        if pkt.bth.psn != qp.attr.rq_psn {
+            return Answer::Nak(NakCode::PsnSeq);
+        }
+        let gated = self.gate(mem);
+        let op = pkt.bth.opcode;
+        let mut advance = 1u64;
+        let answer = match op {
+            packet::SEND_FIRST | packet::SEND_ONLY | packet::SEND_ONLY_IMM => {
+                match self.claim_recv(qpn, true, &gated, mem, irq) {
+                    Ok(r) => {
+                        inb.recv = Some(r);
+                        inb.got = 0;
+                        inb.pos = Pos::default();
+                        self.recv_data(qpn, pkt, payload, inb, &gated, mem, irq)
+                    }
+                    Err(a) => a,
+                }
+            }
+            packet::SEND_MIDDLE | packet::SEND_LAST | packet::SEND_LAST_IMM => {
+                self.recv_data(qpn, pkt, payload, inb, &gated, mem, irq)
+            }
+            packet::WRITE_FIRST
+            | packet::WRITE_ONLY
+            | packet::WRITE_ONLY_IMM
+            | packet::WRITE_MIDDLE
+            | packet::WRITE_LAST
+            | packet::WRITE_LAST_IMM => self.write_data(qpn, pkt, payload, &gated, mem, irq),
+            packet::READ_REQUEST => {
+                let reth = pkt.reth.unwrap_or_default();
+                let len = u64::from(reth.dma_len);
+                match self.remote(qpn, reth.rkey, reth.va, len, hw::ACCESS_REMOTE_READ, &gated) {
+                    Some(data) => {
+                        advance = read_packets(len, qp.attr.path_mtu);
+                        self.message_done(qpn);
+                        Answer::Read(data)
+                    }
+                    None => self.access_error(qpn, mem, irq),
+                }
+            }
+            _ => Answer::Nak(NakCode::InvalidRequest),
+        };
+        if matches!(answer, Answer::Ack | Answer::Read(_)) {
+            if let Some(q) = self.qp_mut(qpn) {
+                // CAST: PSN arithmetic is mod 2^24.
+                q.attr.rq_psn = packet::psn_add(q.attr.rq_psn, advance as u32);
+            }
+        }
+        answer
+    }
+
+    /// One more message done at QP `qpn` (the AETH's MSN).
+    fn message_done(&mut self, qpn: u32) {
+        if let Some(q) = self.qp_mut(qpn) {
+            q.dp.msn = packet::psn_add(q.dp.msn, 1);
+        }
+    }
+
+    /// Translates the remote range for `access`, which the QP must allow too; `None` if
+    /// refused. A zero-length range needs no MR (as soft-RoCE).
+    fn remote(
+        &self,
+        qpn: u32,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        access: u32,
+        mem: &dyn Dma,
+    ) -> Option<Data> {
+        let qp = self.qp(qpn)?;
+        if qp.attr.qp_access_flags & access == 0 {
+            return None;
+        }
+        if len == 0 {
+            return Some(Data::Pieces(Vec::new()));
+        }
+        self.translate(mem, rkey, qp.pdn, va, len, access)
+            .ok()
+            .map(Data::Pieces)
+    }
+
+    /// A remote access violation at QP `qpn`: `ERR`, `QP_ACCESS_ERR`, NAK.
+    fn access_error(&mut self, qpn: u32, mem: &dyn Dma, irq: &dyn Interrupts) -> Answer {
+        debug!(qpn, "remote access error");
+        self.enter_error(qpn, mem, irq);
+        self.post_event(hw::EVENT_QP_ACCESS_ERR, qpn, 0, mem, irq);
+        Answer::Nak(NakCode::RemoteAccess)
+    }
+
+    /// Claims the next receive WQE of QP `qpn`, with its buffers translated if `sges`.
+    fn claim_recv(
+        &mut self,
+        qpn: u32,
+        sges: bool,
+        gated: &dyn Dma,
+        mem: &dyn Dma,
+        irq: &dyn Interrupts,
+    ) -> Result<(u16, Data, u64), Answer> {
+        let Some(qp) = self.qp(qpn).copied() else {
+            return Err(Answer::Drop);
+        };
+        let Some(rq) = qp.rq else {
+            return Err(Answer::Nak(NakCode::InvalidRequest));
+        };
+        if rq.ci == rq.pi {
+            return Err(Answer::Rnr(qp.attr.min_rnr_timer));
+        }
+        let index = rq.ci;
+        let fail = |nic: &mut Self, status| {
+            bounded_warn!(
+                nic.counters,
+                Anomaly::BadWqe,
+                qpn,
+                index,
+                status,
+                "receive WQE refused: error completion"
+            );
+            nic.complete_recv(qpn, index, status, hw::WC_RECV, 0, None, 0, mem, irq);
+            Err(Answer::Nak(NakCode::RemoteOp))
+        };
+        let Some(raw) = wqe_bytes(gated, &rq, index) else {
+            return fail(self, hw::WC_LOC_QP_OP_ERR);
+        };
+        let Some(wqe) = hw::RecvWqe::decode(&raw).filter(|w| w.num_sge <= qp.max_recv_sge) else {
+            return fail(self, hw::WC_LOC_QP_OP_ERR);
+        };
+        let mut pieces = Vec::new();
+        let mut cap = 0u64;
+        for i in 0..usize::from(if sges { wqe.num_sge } else { 0 }) {
+            let Some(sge) = hw::Sge::decode_from(&raw, hw::RecvWqe::sge_offset(i)) else {
+                return fail(self, hw::WC_LOC_QP_OP_ERR);
+            };
+            if sge.length == 0 {
+                continue;
+            }
+            let len = u64::from(sge.length);
+            match self.translate(
+                gated,
+                sge.lkey,
+                qp.pdn,
+                sge.addr,
+                len,
+                hw::ACCESS_LOCAL_WRITE,
+            ) {
+                Ok(p) => pieces.extend(p),
+                Err(_) => return fail(self, hw::WC_LOC_PROT_ERR),
+            }
+            cap += len;
+        }
+        Ok((index, Data::Pieces(pieces), cap))
+    }
+
+    /// Copies a packet's payload to `dst` at `pos`; false if a DMA failed.
+    fn copy(payload: Payload<'_>, dst: &Data, pos: &mut Pos, mem: &dyn Dma) -> bool {
+        let Some((src, spos, n)) = payload else {
+            return true;
+        };
+        let Ok(n) = usize::try_from(n) else {
+            return false;
+        };
+        src.copy_to(mem, spos, dst, pos, n)
+    }
+
+    /// A SEND packet's data into the claimed receive WQE; completes it on the last.
+    #[allow(clippy::too_many_arguments, reason = "the packet and its context")]
+    fn recv_data(
+        &mut self,
+        qpn: u32,
+        pkt: &Packet,
+        payload: Payload<'_>,
+        inb: &mut Inbound,
+        gated: &dyn Dma,
+        mem: &dyn Dma,
+        irq: &dyn Interrupts,
+    ) -> Answer {
+        let Some((index, dst, cap)) = inb.recv.take() else {
+            return Answer::Nak(NakCode::InvalidRequest);
+        };
+        let n = payload.as_ref().map_or(0, |p| p.2);
+        let got = inb.got.saturating_add(n);
+        if got > cap {
+            self.complete_recv(
+                qpn,
+                index,
+                hw::WC_LOC_LEN_ERR,
+                hw::WC_RECV,
+                0,
+                None,
+                0,
+                mem,
+                irq,
+            );
+            return Answer::Nak(NakCode::InvalidRequest);
+        }
+        let mut pos = inb.pos;
+        if !Self::copy(payload, &dst, &mut pos, gated) {
+            self.complete_recv(
+                qpn,
+                index,
+                hw::WC_LOC_PROT_ERR,
+                hw::WC_RECV,
+                0,
+                None,
+                0,
+                mem,
+                irq,
+            );
+            return Answer::Nak(NakCode::RemoteOp);
+        }
+        inb.got = got;
+        inb.pos = pos;
+        let last = matches!(
+            pkt.bth.opcode,
+            packet::SEND_ONLY | packet::SEND_ONLY_IMM | packet::SEND_LAST | packet::SEND_LAST_IMM
+        );
+        if last {
+            // CAST: at most 2^31.
+            let len = got as u32;
+            let flags = if pkt.bth.se {
+                hw::CQE_FLAG_SOLICITED
+            } else {
+                0
+            };
+            let imm = pkt.imm.map(u32::from_le_bytes);
+            self.complete_recv(
+                qpn,
+                index,
+                hw::WC_SUCCESS,
+                hw::WC_RECV,
+                len,
+                imm,
+                flags,
+                mem,
+                irq,
+            );
+            self.message_done(qpn);
+        } else {
+            inb.recv = Some((index, dst, cap));
+        }
+        Answer::Ack
+    }
+
+    /// An RDMA WRITE packet: the first checks the whole range; each writes its piece; a
+    /// WRITE with immediate consumes a receive WQE on its last packet.
+    #[allow(clippy::too_many_arguments, reason = "the packet and its context")]
+    fn write_data(
+        &mut self,
+        qpn: u32,
+        pkt: &Packet,
+        payload: Payload<'_>,
+        gated: &dyn Dma,
+        mem: &dyn Dma,
+        irq: &dyn Interrupts,
+    ) -> Answer {
+        let op = pkt.bth.opcode;
+        let first = matches!(
+            op,
+            packet::WRITE_FIRST | packet::WRITE_ONLY | packet::WRITE_ONLY_IMM
+        );
+        let last_imm = matches!(op, packet::WRITE_ONLY_IMM | packet::WRITE_LAST_IMM);
+        let last = last_imm || matches!(op, packet::WRITE_ONLY | packet::WRITE_LAST);
+        if first {
+            let reth = pkt.reth.unwrap_or_default();
+            let len = u64::from(reth.dma_len);
+            if self
+                .remote(qpn, reth.rkey, reth.va, len, hw::ACCESS_REMOTE_WRITE, gated)
+                .is_none()
+            {
+                return self.access_error(qpn, mem, irq);
+            }
+            if let Some(q) = self.qp_mut(qpn) {
+                q.dp.write = Some((reth.va, reth.rkey, len, reth.dma_len));
+            }
+        }
+        let Some((va, rkey, left, total)) = self.qp(qpn).and_then(|q| q.dp.write) else {
+            return Answer::Nak(NakCode::InvalidRequest);
+        };
+        let n = payload.as_ref().map_or(0, |p| p.2);
+        if n > left || (last && n != left) {
+            return Answer::Nak(NakCode::InvalidRequest);
+        }
+        // The receive WQE of a WRITE with immediate, before any byte of this packet moves.
+        let recv = if last_imm {
+            match self.claim_recv(qpn, false, gated, mem, irq) {
+                Ok((index, _, _)) => Some(index),
+                Err(a) => return a,
+            }
+        } else {
+            None
+        };
+        if n > 0 {
+            let Some(dst) = self.remote(qpn, rkey, va, n, hw::ACCESS_REMOTE_WRITE, gated) else {
+                return self.access_error(qpn, mem, irq);
+            };
+            if !Self::copy(payload, &dst, &mut Pos::default(), gated) {
+                return Answer::Nak(NakCode::RemoteOp);
+            }
+        }
+        if let Some(q) = self.qp_mut(qpn) {
+            q.dp.write = (!last).then_some((va.wrapping_add(n), rkey, left - n, total));
+        }
+        if last {
+            if let Some(index) = recv {
+                let flags = if pkt.bth.se {
+                    hw::CQE_FLAG_SOLICITED
+                } else {
+                    0
+                };
+                let imm = pkt.imm.map(u32::from_le_bytes);
+                self.complete_recv(
+                    qpn,
+                    index,
+                    hw::WC_SUCCESS,
+                    hw::WC_RECV_RDMA_IMM,
+                    total,
+                    imm,
+                    flags,
+                    mem,
+                    irq,
+                );
+            }
+            self.message_done(qpn);
+        }
+        Answer::Ack
+    }
+
+    /// Completes receive WQE `index` of QP `qpn` (always a CQE); an error moves the QP to
+    /// `ERR`. `flags` may carry `CQE_FLAG_SOLICITED`; the source QP is the QP's
+    /// `dest_qp_num` (RC).
+    #[allow(clippy::too_many_arguments, reason = "a CQE's fields")]
+    pub(super) fn complete_recv(
+        &mut self,
+        qpn: u32,
+        index: u16,
+        status: u8,
+        opcode: u8,
+        byte_len: u32,
+        imm: Option<u32>,
+        flags: u8,
+        mem: &dyn Dma,
+        irq: &dyn Interrupts,
+    ) {
+        let Some(q) = self.qp_mut(qpn) else {
+            return;
+        };
+        if let Some(rq) = q.rq.as_mut() {
+            rq.ci = index.wrapping_add(1);
+        }
+        let (cqn, src_qp) = (q.recv_cqn, q.attr.dest_qp_num);
+        let mut f = hw::CQE_FLAG_RECV | (flags & hw::CQE_FLAG_SOLICITED);
+        if imm.is_some() {
+            f |= hw::CQE_FLAG_IMM;
+        }
+        let cqe = hw::Cqe {
+            wqe_index: index,
+            status,
+            opcode,
+            qpn,
+            byte_len,
+            imm: imm.unwrap_or(0),
+            flags: f,
+            vendor_err: 0,
+            src_qp,
+        };
+        let solicited = status != hw::WC_SUCCESS || f & hw::CQE_FLAG_SOLICITED != 0;
+        self.post_completion(cqn, &cqe, solicited, mem, irq);
+        if status != hw::WC_SUCCESS {
+            debug!(qpn, index, status, "receive WQE failed: QP to ERR");
+            self.enter_error(qpn, mem, irq);
+        }
+    }
+}
