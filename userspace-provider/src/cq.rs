@@ -279,8 +279,9 @@ fn next_cqe(cq: &Cq, ci: u32) -> Option<Cqe> {
 }
 
 /// The work completion for `cqe`, retiring its WQE(s) in the QP it names: on the SQ
-/// every WQE up to `wqe_index` (the unsignaled ones before it), on the RQ that one.
-/// `EIO` if no QP of `cq` in `qps` has that number, or it has no such outstanding WQE.
+/// every WQE up to `wqe_index` (the unsignaled ones before it), on the RQ that one, which
+/// must be the oldest (receives complete in order). `EIO` if no QP of `cq` in `qps` has
+/// that number, or it has no such outstanding WQE.
 fn complete(cq: &Cq, qps: &QpTable, cqe: &Cqe) -> Result<sys::ibv_wc, c_int> {
     let qp = qps.get(cqe.qpn).ok_or(libc::EIO)?;
     // SAFETY: a QP leaves the table only under the locks of its CQs (`qp::forget`); the
@@ -297,7 +298,12 @@ fn complete(cq: &Cq, qps: &QpTable, cqe: &Cqe) -> Result<sys::ibv_wc, c_int> {
     if cq_of_qp != me {
         return Err(libc::EIO);
     }
-    let wr_id = lock(wq).retire_through(cqe.wqe_index).ok_or(libc::EIO)?;
+    let wr_id = if recv {
+        lock(wq).retire_next(cqe.wqe_index)
+    } else {
+        lock(wq).retire_through(cqe.wqe_index)
+    }
+    .ok_or(libc::EIO)?;
     let imm = cqe.flags & CQE_FLAG_IMM != 0;
     let mut wc = sys::ibv_wc {
         wr_id,
@@ -611,13 +617,68 @@ mod tests {
             assert_eq!(lock(&cq.state).bad_cqes, bad);
             assert_eq!(record(&cq), 1 + bad as u32);
         }
+        // A receive CQE that is not the oldest receive (none is posted here at all).
+        nic_write(
+            &cq,
+            4,
+            &Cqe {
+                flags: CQE_FLAG_RECV,
+                opcode: WC_RECV,
+                ..send_cqe(4, 0)
+            },
+        );
+        assert_eq!(poll_n(&cq, &qps, 8).0, -libc::EIO);
+        let mut s = [sge(0x20, 64, 2)];
+        let mut rwrs = [
+            sys::ibv_recv_wr {
+                wr_id: 30,
+                sg_list: s.as_mut_ptr(),
+                num_sge: 1,
+                ..Default::default()
+            },
+            sys::ibv_recv_wr {
+                wr_id: 31,
+                sg_list: s.as_mut_ptr(),
+                num_sge: 1,
+                ..Default::default()
+            },
+        ];
+        assert_eq!(
+            testing::post_recv(&qp, &RecordingDb::default(), chain_recv(&mut rwrs)),
+            Ok(())
+        );
+        nic_write(
+            &cq,
+            5,
+            &Cqe {
+                flags: CQE_FLAG_RECV,
+                opcode: WC_RECV,
+                ..send_cqe(4, 1)
+            },
+        );
+        assert_eq!(
+            poll_n(&cq, &qps, 8).0,
+            -libc::EIO,
+            "receives complete in order"
+        );
+        assert_eq!(lock(&cq.state).bad_cqes, 5);
         // A QP that is not on this CQ.
         let other = new_cq(2).expect("a CQ");
         nic_write(&other, 0, &send_cqe(4, 1));
         assert_eq!(poll_n(&other, &qps, 8).0, -libc::EIO);
         assert_eq!(lock(&qp.sq).outstanding(), 1, "untouched by the foreign CQ");
-        nic_write(&cq, 4, &send_cqe(4, 1));
-        assert_eq!(poll_n(&cq, &qps, 8).1.first().map(|w| w.wr_id), Some(2));
+        nic_write(&cq, 6, &send_cqe(4, 1));
+        nic_write(
+            &cq,
+            7,
+            &Cqe {
+                flags: CQE_FLAG_RECV,
+                opcode: WC_RECV,
+                ..send_cqe(4, 0)
+            },
+        );
+        let (r, wc) = poll_n(&cq, &qps, 8);
+        assert_eq!((r, wc[0].wr_id, wc[1].wr_id), (2, 2, 30));
         // A removed QP is no longer found.
         qps.remove(4, ptr::addr_of!(*qp).cast_mut());
         assert!(qps.get(4).is_none());

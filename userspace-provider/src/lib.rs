@@ -20,6 +20,8 @@
 //!   doorbell record the provider allocates, arming by doorbell, `poll_cq`), `qp` (RC queue
 //!   pairs: rings sized from the capabilities asked, modify, query, `post_send`,
 //!   `post_recv`); `context.rs`'s ops table names their functions.
+//! - `wq`: the work queues (ring, indices, `wr_id`s), the WQE encodings and posting's
+//!   logic: the fast path, in user space, without a system call or an allocation.
 //! - `dma`: the memory the NIC reads and writes (rings, doorbell records).
 //! - [`barrier`]: the fast path's barriers and doorbell writes, exactly rdma-core 56.1's
 //!   for x86-64 (`util/udma_barrier.h`, `util/mmio.h`).

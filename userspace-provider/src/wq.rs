@@ -106,6 +106,17 @@ impl WorkQueue {
         Ok(())
     }
 
+    /// Retires the oldest outstanding WQE if its index (mod 2^16) is `wqe_index` (a
+    /// receive queue completes in order, one WQE per CQE) and returns its `wr_id`; `None`
+    /// otherwise.
+    pub(crate) fn retire_next(&mut self, wqe_index: u16) -> Option<u64> {
+        // CAST: the low 16 bits, as the NIC counts.
+        if self.outstanding() == 0 || self.tail as u16 != wqe_index {
+            return None;
+        }
+        self.retire_through(wqe_index)
+    }
+
     /// Retires every outstanding WQE up to and including the one at `wqe_index` (mod
     /// 2^16, as a CQE names it) and returns that WQE's `wr_id`; `None` if no outstanding
     /// WQE has that index.
@@ -328,6 +339,9 @@ unsafe fn post_one_send(
     let payload = if hdr.flags & WQE_FLAG_INLINE != 0 {
         for (b, s) in bufs.iter_mut().zip(sges) {
             if s.length > 0 {
+                if s.addr == 0 {
+                    return Err(libc::EINVAL);
+                }
                 // SAFETY: the caller's promise: an inline SGE's bytes are readable; its
                 // length is at most `max_inline` (checked by `send_header`).
                 *b = unsafe { core::slice::from_raw_parts(s.addr as *const u8, s.length as usize) };
@@ -726,6 +740,15 @@ mod tests {
             sys::ibv_wr_opcode_IBV_WR_RDMA_READ,
             INLINE,
             &mut short,
+        )];
+        let p = chain_send(&mut wr);
+        assert_eq!(post_send(&qp, &db, p), Err((libc::EINVAL, p)));
+        let mut null = [sge(0, 8, 0)];
+        let mut wr = [send_wr(
+            8,
+            sys::ibv_wr_opcode_IBV_WR_SEND,
+            INLINE,
+            &mut null,
         )];
         let p = chain_send(&mut wr);
         assert_eq!(post_send(&qp, &db, p), Err((libc::EINVAL, p)));
