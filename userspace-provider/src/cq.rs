@@ -278,13 +278,65 @@ fn next_cqe(cq: &Cq, ci: u32) -> Option<Cqe> {
     Cqe::decode(&body)
 }
 
+/// Publishes `ci` in `cq`'s doorbell record, after the CQEs before it were read.
+fn publish(cq: &Cq, ci: u32) {
+    // The CQEs are read before the NIC may overwrite their slots.
+    udma_to_device_barrier();
+    // SAFETY: the record is 8 bytes, 8-byte aligned, ours; the NIC reads it.
+    unsafe { cq.record.as_ptr().cast::<u32>().write_volatile(ci.to_le()) };
+}
+
+/// Drops every CQE of QP `qpn` not yet polled from `cq` (whose lock `st` is), as mlx5's
+/// `__mlx5_cq_clean`: after DESTROY_QP or a move to RESET the NIC writes no more of them,
+/// and those left would name a QP that is gone (or a new one with the same number). The
+/// later CQEs move up over them, each into a slot whose owner byte already says "new";
+/// the consumer index then skips the freed slots. Returns how many were dropped.
+pub(crate) fn clean(cq: &Cq, st: &mut CqState, qpn: u32) -> u32 {
+    let depth = 1u32 << cq.log_depth;
+    let ci = st.consumer_index;
+    let mut pi = ci;
+    while pi.wrapping_sub(ci) < depth && next_cqe(cq, pi).is_some() {
+        pi = pi.wrapping_add(1);
+    }
+    let slot = |i: u32| {
+        // SAFETY: a slot of the ring (below `depth`).
+        unsafe {
+            cq.ring
+                .as_ptr()
+                .add(((i & (depth - 1)) as usize) << CQE_LOG_SIZE_MIN)
+        }
+    };
+    let mut freed = 0u32;
+    let mut i = pi;
+    while i != ci {
+        i = i.wrapping_sub(1);
+        match next_cqe(cq, i) {
+            Some(cqe) if cqe.qpn == qpn => freed += 1,
+            Some(_) if freed > 0 => {
+                // SAFETY: both slots are in [ci, pi): written by the NIC, which writes
+                // neither again before the consumer index passes them; the destination's
+                // owner byte (not copied) is already that of a new CQE at its index.
+                unsafe {
+                    ptr::copy_nonoverlapping(slot(i), slot(i.wrapping_add(freed)), CQE_OWNER_OFFSET)
+                };
+            }
+            _ => {}
+        }
+    }
+    if freed > 0 {
+        st.consumer_index = ci.wrapping_add(freed);
+        publish(cq, st.consumer_index);
+    }
+    freed
+}
+
 /// The work completion for `cqe`, retiring its WQE(s) in the QP it names: on the SQ
 /// every WQE up to `wqe_index` (the unsignaled ones before it), on the RQ that one, which
 /// must be the oldest (receives complete in order). `EIO` if no QP of `cq` in `qps` has
 /// that number, or it has no such outstanding WQE.
 fn complete(cq: &Cq, qps: &QpTable, cqe: &Cqe) -> Result<sys::ibv_wc, c_int> {
     let qp = qps.get(cqe.qpn).ok_or(libc::EIO)?;
-    // SAFETY: a QP leaves the table only under the locks of its CQs (`qp::forget`); the
+    // SAFETY: a QP leaves the table only under the locks of its CQs (`qp::clean_cqs`); the
     // caller holds `cq`'s, and the QP is used only once it is known to be one of `cq`'s
     // (the NIC writes a QP's CQEs to its own CQs only).
     let qp: &Qp = unsafe { qp.as_ref() };
@@ -358,15 +410,7 @@ pub(crate) fn poll(cq: &Cq, qps: &QpTable, wc: &mut [MaybeUninit<sys::ibv_wc>]) 
         }
     }
     if st.consumer_index != start {
-        // The CQEs are read before the NIC may overwrite their slots.
-        udma_to_device_barrier();
-        // SAFETY: the record is 8 bytes, 8-byte aligned, ours; the NIC reads it.
-        unsafe {
-            cq.record
-                .as_ptr()
-                .cast::<u32>()
-                .write_volatile(st.consumer_index.to_le());
-        }
+        publish(cq, st.consumer_index);
     }
     result.unwrap_or(n)
 }
@@ -682,6 +726,43 @@ mod tests {
         // A removed QP is no longer found.
         qps.remove(4, ptr::addr_of!(*qp).cast_mut());
         assert!(qps.get(4).is_none());
+    }
+
+    #[test]
+    fn cleaning_drops_one_qp_s_cqes_and_keeps_the_others_in_order() {
+        // Depth 4, shared by QPs 4 and 9.
+        let (cq, a, qps) = setup(4, 4);
+        let mut b = testing::qp(cap(8, 1, 0, 0, 0), false, RTS, 9);
+        b.ibv.send_cq = a.ibv.send_cq;
+        b.ibv.recv_cq = a.ibv.recv_cq;
+        assert_eq!(qps.insert(9, ptr::addr_of!(*b).cast_mut()), Ok(()));
+        // Three of B's first, polled: the next CQEs wrap around the ring.
+        post_sends(&b, &[(90, SIGNALED), (91, SIGNALED), (92, SIGNALED)]);
+        for i in 0..3u16 {
+            nic_write(&cq, u32::from(i), &send_cqe(9, i));
+        }
+        assert_eq!(poll_n(&cq, &qps, 3).0, 3);
+        post_sends(&a, &[(40, SIGNALED), (41, SIGNALED)]);
+        post_sends(&b, &[(93, SIGNALED), (94, SIGNALED)]);
+        nic_write(&cq, 3, &send_cqe(4, 0));
+        nic_write(&cq, 4, &send_cqe(9, 3));
+        nic_write(&cq, 5, &send_cqe(4, 1));
+        nic_write(&cq, 6, &send_cqe(9, 4));
+        assert_eq!(clean(&cq, &mut lock(&cq.state), 4), 2);
+        assert_eq!(record(&cq), 5);
+        let (r, wc) = poll_n(&cq, &qps, 8);
+        assert_eq!((r, wc[0].wr_id, wc[1].wr_id), (2, 93, 94));
+        assert_eq!(record(&cq), 7);
+        // The ring goes on as before.
+        post_sends(&b, &[(95, SIGNALED)]);
+        nic_write(&cq, 7, &send_cqe(9, 5));
+        assert_eq!(poll_n(&cq, &qps, 8).1.first().map(|w| w.wr_id), Some(95));
+        assert_eq!(
+            clean(&cq, &mut lock(&cq.state), 4),
+            0,
+            "nothing left to drop"
+        );
+        assert_eq!(lock(&cq.state).bad_cqes, 0);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use ordma_hw::{
 };
 
 use crate::context::{Context, DbPage};
-use crate::cq::Cq;
+use crate::cq::{self, Cq};
 use crate::dma::log2_ceil;
 use crate::wq::{lock, post_recv_chain, post_send_chain, ring_caps, QpCaps, WorkQueue};
 use crate::{abi, set_errno, sys};
@@ -253,8 +253,15 @@ pub(crate) unsafe extern "C" fn modify_qp(
     };
     // CAST: the mask's bits.
     if r == 0 && attr_mask as u32 & QP_ATTR_STATE != 0 {
-        // SAFETY: `ibqp` is the first field of a live `Qp`, `attr` valid (contract).
-        unsafe { set_state(&*ibqp.cast::<Qp>(), (*attr).qp_state) };
+        // SAFETY: `ibqp` is the first field of a live `Qp` with its CQs, `attr` valid
+        // (contract).
+        unsafe {
+            let state = (*attr).qp_state;
+            if state == sys::ibv_qp_state_IBV_QPS_RESET {
+                clean_cqs(ibqp.cast::<Qp>(), false);
+            }
+            set_state(&*ibqp.cast::<Qp>(), state);
+        }
     }
     r
 }
@@ -306,35 +313,43 @@ pub(crate) unsafe extern "C" fn destroy_qp(ibqp: *mut sys::ibv_qp) -> c_int {
     }
     let qp = ibqp.cast::<Qp>();
     // SAFETY: `qp` is live; its context and CQs are ours and outlive it.
-    unsafe { forget(qp) };
+    unsafe { clean_cqs(qp, true) };
     // SAFETY: `ibqp` is the first field of a `Qp` from `Box::into_raw`; the kernel has let
     // go of its rings, no poller can reach it any more, and this is its last use.
     drop(unsafe { Box::from_raw(qp) });
     0
 }
 
-/// Takes `qp` out of its context's table while holding its CQs' locks (the lower address
-/// first), so a `poll_cq` that found it is done with it.
+/// With `qp`'s CQs locked (the lower address first), drops the CQEs of `qp` they still
+/// hold (`cq::clean`) and, if `forget`, takes `qp` out of its context's table, so a
+/// `poll_cq` that found it is done with it and none finds it again.
 ///
 /// # Safety
 ///
 /// `qp` is a live QP of ours with its context and CQs set (by CREATE_QP).
-unsafe fn forget(qp: *mut Qp) {
+unsafe fn clean_cqs(qp: *mut Qp, forget: bool) {
     // SAFETY: the caller's promise; our CQs are `Cq`s with `ibv` first.
-    let (ctx, a, b) = unsafe {
+    let (ctx, qpn, a, b) = unsafe {
         (
             Context::from_ibv((*qp).ibv.context),
+            (*qp).qpn,
             (*qp).ibv.send_cq.cast::<Cq>(),
             (*qp).ibv.recv_cq.cast::<Cq>(),
         )
     };
     let (first, second) = if a <= b { (a, b) } else { (b, a) };
     // SAFETY: live CQs (the QP uses them, so they cannot be destroyed yet).
-    let _g1 = unsafe { lock(&(*first).state) };
-    // SAFETY: as above.
-    let _g2 = (first != second).then(|| unsafe { lock(&(*second).state) });
-    // SAFETY: the context is live while its QPs are.
-    unsafe { (*ctx).qps.remove((*qp).qpn, qp) };
+    let (first, second) = unsafe { (&*first, &*second) };
+    let mut g1 = lock(&first.state);
+    let mut g2 = (!ptr::eq(first, second)).then(|| lock(&second.state));
+    cq::clean(first, &mut g1, qpn);
+    if let Some(g2) = g2.as_mut() {
+        cq::clean(second, g2, qpn);
+    }
+    if forget {
+        // SAFETY: the context is live while its QPs are.
+        unsafe { (*ctx).qps.remove(qpn, qp) };
+    }
 }
 
 /// Posts a chain of send WRs (`wq::post_send_chain`): 0, or an errno with `*bad_wr` the
