@@ -765,6 +765,103 @@ mod tests {
         assert_eq!(lock(&cq.state).bad_cqes, 0);
     }
 
+    /// Shares the test's objects (raw pointers inside) with its threads.
+    struct Shared<T>(T);
+    // SAFETY: the objects are used as the provider's contract lets threads use them (a
+    // lock per queue and per CQ); the test joins every thread before dropping them.
+    unsafe impl<T> Sync for Shared<T> {}
+
+    /// A doorbell page a "NIC" thread reads: the last SQ doorbell value.
+    #[derive(Default)]
+    struct LastSqDb(core::sync::atomic::AtomicU32);
+
+    impl Doorbell for LastSqDb {
+        fn ring(&self, offset: usize, value: u32) {
+            assert_eq!(offset, ordma_hw::DB_SQ);
+            self.0.store(value, core::sync::atomic::Ordering::Release);
+        }
+    }
+
+    #[test]
+    fn two_posters_a_nic_and_a_poller_run_at_once() {
+        use core::sync::atomic::Ordering::Acquire;
+        use std::time::{Duration, Instant};
+        const PER_THREAD: u64 = 20_000;
+        let (cq, qp, qps) = setup(8, 11);
+        let db = LastSqDb::default();
+        let sh = Shared((&*cq, &*qp, &qps, &db));
+        let deadline = Instant::now() + Duration::from_secs(120);
+        std::thread::scope(|t| {
+            for thread in 0..2u64 {
+                let sh = &sh;
+                t.spawn(move || {
+                    let (_, qp, _, db) = sh.0;
+                    let mut s = [sge(0x10, 4, 1)];
+                    let mut seq = 0;
+                    while seq < PER_THREAD {
+                        let id = (thread << 32) | seq;
+                        let mut wr = [send_wr(
+                            id,
+                            sys::ibv_wr_opcode_IBV_WR_SEND,
+                            SIGNALED,
+                            &mut s,
+                        )];
+                        // SAFETY: a valid one-WR chain.
+                        match unsafe { crate::wq::post_send_chain(qp, db, chain_send(&mut wr)) } {
+                            Ok(()) => seq += 1,
+                            Err((e, _)) => {
+                                assert_eq!(e, libc::ENOMEM);
+                                assert!(Instant::now() < deadline, "posting stalled");
+                                std::thread::yield_now();
+                            }
+                        }
+                    }
+                });
+            }
+            // The NIC: one CQE per WQE the doorbell names, never past the consumer index
+            // in the doorbell record.
+            let sh_nic = &sh;
+            t.spawn(move || {
+                let (cq, _, _, db) = sh_nic.0;
+                let (mut wqe, mut pi) = (0u32, 0u32);
+                while u64::from(wqe) < 2 * PER_THREAD {
+                    // CAST: the low 16 bits are the producer index.
+                    let produced = db.0.load(Acquire) as u16;
+                    // CAST: as the NIC counts.
+                    while wqe as u16 != produced {
+                        if pi.wrapping_sub(record(cq)) >= 1 << cq.log_depth {
+                            assert!(Instant::now() < deadline, "the CQ stayed full");
+                            std::thread::yield_now();
+                            continue;
+                        }
+                        // CAST: as above.
+                        nic_write(cq, pi, &send_cqe(11, wqe as u16));
+                        pi += 1;
+                        wqe += 1;
+                    }
+                    std::thread::yield_now();
+                }
+            });
+            // The poller: every wr_id once, each thread's in order.
+            let (cq, _, qps, _) = sh.0;
+            let mut next = [0u64; 2];
+            while next[0] + next[1] < 2 * PER_THREAD {
+                let (r, wc) = poll_n(cq, qps, 4);
+                assert!(r >= 0, "poll_cq: {r}");
+                for w in &wc {
+                    assert_eq!(w.status, 0);
+                    // CAST: the thread's number, 0 or 1.
+                    let thread = (w.wr_id >> 32) as usize;
+                    assert_eq!(w.wr_id & 0xffff_ffff, next[thread]);
+                    next[thread] += 1;
+                }
+                assert!(Instant::now() < deadline, "polling stalled at {next:?}");
+            }
+        });
+        assert_eq!(lock(&qp.sq).outstanding(), 0);
+        assert_eq!(lock(&cq.state).bad_cqes, 0);
+    }
+
     #[test]
     fn arming_writes_cqn_and_index_to_the_arm_doorbells() {
         assert_eq!(arm_doorbell(3, 0, false), (0x8, 3 << 16));
