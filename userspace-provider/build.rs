@@ -26,7 +26,10 @@ fn main() -> Result<(), String> {
             "--allowlist-type",
             "ibv_cq|ibv_qp|ibv_qp_init_attr|ibv_qp_attr|ibv_comp_channel|ibv_wc",
         ])
-        .args(["--allowlist-type", "ibv_send_wr|ibv_recv_wr"])
+        .args([
+            "--allowlist-type",
+            "ibv_send_wr|ibv_recv_wr|ibv_send_flags|ibv_wc_flags",
+        ])
         .args([
             "--allowlist-type",
             "ibv_port_attr|ibv_device_attr_ex|ibv_query_device_ex_input",

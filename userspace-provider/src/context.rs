@@ -3,12 +3,17 @@
 
 use core::ffi::{c_char, c_int, c_void};
 use core::mem::{offset_of, size_of};
-use core::ptr::{self, null_mut};
+use core::ptr::{self, null_mut, NonNull};
+use core::sync::atomic::{AtomicPtr, Ordering};
+
+use ordma_hw::{DB_PAGE_SIZE, MAX_QUEUE_NUM};
 
 use crate::abi::{self, VerbsContextOps};
+use crate::barrier::mmio_write32;
+use crate::qp::Qp;
 use crate::{cq, errno, mr, pd, qp, set_errno, sys};
 
-/// An open ordma device: libibverbs' context and the doorbell page.
+/// An open ordma device: libibverbs' context, the doorbell page and the QPs by number.
 #[repr(C)]
 pub(crate) struct Context {
     pub(crate) vctx: sys::verbs_context,
@@ -17,6 +22,143 @@ pub(crate) struct Context {
     pub(crate) db_len: usize,
     /// Its index in the NIC's doorbell BAR.
     pub(crate) db_page: u32,
+    /// The context's QPs by QPN, for `poll_cq` (written in `alloc_context`, dropped in
+    /// `free_context`).
+    pub(crate) qps: QpTable,
+}
+
+/// Where a doorbell write goes: the mapped doorbell page, or a recorder in tests.
+pub(crate) trait Doorbell {
+    /// Writes `value` to the 32-bit doorbell at byte `offset` of the page (one store).
+    fn ring(&self, offset: usize, value: u32);
+}
+
+/// A context's doorbell page as mapped.
+///
+/// # Invariants
+///
+/// `base` is valid for 4-byte aligned 32-bit writes over [`DB_PAGE_SIZE`] bytes while the
+/// value exists.
+#[derive(Clone, Copy)]
+pub(crate) struct DbPage {
+    base: NonNull<u32>,
+}
+
+impl DbPage {
+    /// The doorbell page at `base`; `None` if it is null.
+    ///
+    /// # Safety
+    ///
+    /// `base` is valid for aligned 32-bit writes over [`DB_PAGE_SIZE`] bytes, page
+    /// aligned, for as long as the result is used.
+    pub(crate) unsafe fn new(base: *mut c_void) -> Option<Self> {
+        // INVARIANT: the caller's promise.
+        NonNull::new(base.cast::<u32>()).map(|base| Self { base })
+    }
+}
+
+impl Doorbell for DbPage {
+    fn ring(&self, offset: usize, value: u32) {
+        if offset % 4 != 0 || offset + 4 > DB_PAGE_SIZE {
+            // Our offsets are the constants of `defs/doorbell.rs`: never taken.
+            return;
+        }
+        // SAFETY: inside the page and aligned (checked), which is valid (invariant).
+        unsafe { mmio_write32(self.base.as_ptr().add(offset / 4), value) };
+    }
+}
+
+/// Entries per level of the [`QpTable`].
+const QP_TABLE_FANOUT: usize = 256;
+
+/// One second-level block of the [`QpTable`].
+struct QpTableLeaf([AtomicPtr<Qp>; QP_TABLE_FANOUT]);
+
+/// The context's QPs by number, as mlx5's `qp_table`: two levels of 256 (QPNs are below
+/// 2^16), the second allocated when a QP first needs it (at create, never on the fast
+/// path) and kept until the context closes. Lookups take no lock.
+///
+/// A QP is inserted after CREATE_QP and removed after DESTROY_QP while its CQs' locks are
+/// held, so `poll_cq`, which looks QPs up under its CQ's lock, never sees one freed.
+///
+/// All-zero memory is an empty table (the context comes zeroed from libibverbs).
+pub(crate) struct QpTable {
+    dirs: [AtomicPtr<QpTableLeaf>; QP_TABLE_FANOUT],
+}
+
+impl QpTable {
+    /// An empty table.
+    pub(crate) fn new() -> Self {
+        Self {
+            dirs: core::array::from_fn(|_| AtomicPtr::new(null_mut())),
+        }
+    }
+
+    /// The slot of `qpn`, allocating its block if `create`; `None` for a QPN above 2^16 - 1
+    /// (or a block not there).
+    fn slot(&self, qpn: u32, create: bool) -> Option<&AtomicPtr<Qp>> {
+        if qpn > MAX_QUEUE_NUM {
+            return None;
+        }
+        // CAST: below 2^16.
+        let (hi, lo) = (
+            qpn as usize / QP_TABLE_FANOUT,
+            qpn as usize % QP_TABLE_FANOUT,
+        );
+        let dir = self.dirs.get(hi)?;
+        let mut leaf = dir.load(Ordering::Acquire);
+        if leaf.is_null() {
+            if !create {
+                return None;
+            }
+            let new = Box::into_raw(Box::new(QpTableLeaf(core::array::from_fn(|_| {
+                AtomicPtr::new(null_mut())
+            }))));
+            leaf = match dir.compare_exchange(null_mut(), new, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => new,
+                Err(other) => {
+                    // SAFETY: `new` is ours, never published.
+                    drop(unsafe { Box::from_raw(new) });
+                    other
+                }
+            };
+        }
+        // SAFETY: a published block lives until the table is dropped.
+        unsafe { (*leaf).0.get(lo) }
+    }
+
+    /// Records `qp` as `qpn`; `EPROTO` for a QPN the NIC cannot have given.
+    pub(crate) fn insert(&self, qpn: u32, qp: *mut Qp) -> Result<(), c_int> {
+        self.slot(qpn, true)
+            .ok_or(libc::EPROTO)?
+            .store(qp, Ordering::Release);
+        Ok(())
+    }
+
+    /// Forgets `qpn` if it is still `qp` (a new QP may have the number already).
+    pub(crate) fn remove(&self, qpn: u32, qp: *mut Qp) {
+        if let Some(s) = self.slot(qpn, false) {
+            let _ = s.compare_exchange(qp, null_mut(), Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+
+    /// The QP numbered `qpn`, if this context has it.
+    pub(crate) fn get(&self, qpn: u32) -> Option<NonNull<Qp>> {
+        NonNull::new(self.slot(qpn, false)?.load(Ordering::Acquire))
+    }
+}
+
+impl Drop for QpTable {
+    fn drop(&mut self) {
+        for dir in &self.dirs {
+            let leaf = dir.swap(null_mut(), Ordering::AcqRel);
+            if !leaf.is_null() {
+                // SAFETY: from `Box::into_raw` in `slot`, freed only here.
+                drop(unsafe { Box::from_raw(leaf) });
+            }
+        }
+    }
 }
 
 impl Context {
@@ -70,6 +212,8 @@ pub(crate) unsafe extern "C" fn alloc_context(
     if ctx.is_null() {
         return null_mut();
     }
+    // SAFETY: `ctx` is a zeroed `Context` (an empty table), ours alone.
+    unsafe { ptr::addr_of_mut!((*ctx).qps).write(QpTable::new()) };
     // SAFETY: `ctx` is a zeroed `Context` with its `verbs_context` initialised.
     match unsafe { open(ctx, cmd_fd) } {
         // SAFETY: as above.
@@ -77,6 +221,7 @@ pub(crate) unsafe extern "C" fn alloc_context(
         Err(e) => {
             // SAFETY: as above; nothing else holds `ctx`.
             unsafe {
+                ptr::drop_in_place(ptr::addr_of_mut!((*ctx).qps));
                 abi::verbs_uninit_context(ptr::addr_of_mut!((*ctx).vctx));
                 libc::free(ctx.cast());
             }
@@ -172,9 +317,10 @@ fn context_ops() -> VerbsContextOps {
 unsafe extern "C" fn free_context(ibctx: *mut sys::ibv_context) {
     let ctx = Context::from_ibv(ibctx);
     // SAFETY: `ctx` is a `Context` from `alloc_context` (its `vctx` is at offset 0); the
-    // mapping is ours.
+    // mapping and the table are ours (every QP is destroyed).
     unsafe {
         libc::munmap((*ctx).db, (*ctx).db_len);
+        ptr::drop_in_place(ptr::addr_of_mut!((*ctx).qps));
         abi::verbs_uninit_context(ptr::addr_of_mut!((*ctx).vctx));
         libc::free(ctx.cast());
     }

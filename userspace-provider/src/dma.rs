@@ -20,6 +20,9 @@ pub(crate) struct DmaMem {
     ptr: NonNull<c_void>,
 }
 
+// SAFETY: a `DmaMem` owns its allocation alone; any thread may use or free it.
+unsafe impl Send for DmaMem {}
+
 impl DmaMem {
     /// `len` zeroed bytes aligned to `align` (a power of two, a multiple of the pointer
     /// size), or `ENOMEM`/`EINVAL` as `posix_memalign` answers.
@@ -45,6 +48,11 @@ impl DmaMem {
             return Err(libc::EINVAL);
         }
         Self::zeroed(ring_bytes(log_depth, log_entry_size), RING_ALIGN)
+    }
+
+    /// The first byte.
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr().cast()
     }
 
     /// The address the kernel is given.

@@ -1,14 +1,21 @@
 //! Queue pairs (RC): CREATE_QP with the send and receive rings the provider sizes and
-//! allocates (ordma's driver data), MODIFY_QP, QUERY_QP and DESTROY_QP through the kernel.
-//! Posting waits for the WQE formats (the data path): `post_send` and `post_recv` fail.
+//! allocates (ordma's driver data), MODIFY_QP, QUERY_QP and DESTROY_QP through the kernel;
+//! `post_send` and `post_recv` in user space (their logic is in `wq`).
 
 use core::ffi::c_int;
 use core::mem::size_of;
 use core::ptr::{self, null_mut};
+use core::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 
-use ordma_hw::{RQ_WQE_BASE, SQ_WQE_BASE, WQE_LOG_SIZE_MAX, WQE_LOG_SIZE_MIN, WQE_SGE_SIZE};
+use ordma_hw::{
+    QP_ATTR_STATE, RQ_WQE_BASE, SQ_WQE_BASE, WQE_LOG_SIZE_MAX, WQE_LOG_SIZE_MIN, WQE_SGE_SIZE,
+};
 
-use crate::dma::{log2_ceil, DmaMem};
+use crate::context::{Context, DbPage};
+use crate::cq::{self, Cq};
+use crate::dma::log2_ceil;
+use crate::wq::{lock, post_recv_chain, post_send_chain, ring_caps, QpCaps, WorkQueue};
 use crate::{abi, set_errno, sys};
 
 /// The shape of one work queue: `2^log_depth` WQEs of `2^log_wqe_size` bytes.
@@ -18,30 +25,28 @@ pub(crate) struct QueueShape {
     pub(crate) log_wqe_size: u8,
 }
 
-/// A work queue's ring and shape.
-pub(crate) struct WorkQueue {
-    pub(crate) shape: QueueShape,
-    pub(crate) ring: DmaMem,
-}
-
-impl WorkQueue {
-    fn new(shape: QueueShape) -> Result<Self, c_int> {
-        Ok(Self {
-            shape,
-            ring: DmaMem::ring(shape.log_depth, shape.log_wqe_size)?,
-        })
-    }
-}
-
-/// A QP: libibverbs' part first, then the NIC's number and the rings.
+/// A QP: libibverbs' part first, then the NIC's number, the queues (each under its own
+/// lock, as libibverbs lets threads post to the SQ and the RQ at once), what they take,
+/// and the state the provider last set.
 #[repr(C)]
 pub(crate) struct Qp {
     pub(crate) ibv: sys::ibv_qp,
     /// The NIC's QP number, for the QP's doorbells.
     pub(crate) qpn: u32,
-    pub(crate) sq: WorkQueue,
+    pub(crate) sq: Mutex<WorkQueue>,
     /// None for a QP without a receive queue (`max_recv_wr` 0).
-    pub(crate) rq: Option<WorkQueue>,
+    pub(crate) rq: Option<Mutex<WorkQueue>>,
+    /// What posting enforces: what `ibv_create_qp` reported.
+    pub(crate) caps: QpCaps,
+    /// `enum ibv_qp_state` as the last successful `modify_qp` set it (RESET at create).
+    pub(crate) state: AtomicU32,
+}
+
+impl Qp {
+    /// The state the provider last set.
+    pub(crate) fn state(&self) -> u32 {
+        self.state.load(Ordering::Acquire)
+    }
 }
 
 /// The request and response of CREATE_QP with ordma's driver data.
@@ -115,27 +120,60 @@ pub(crate) unsafe extern "C" fn create_qp(
 
 /// A QP's rings for `attr`, not yet known to the kernel. Both CQs must be given
 /// (libibverbs would dereference them).
-fn new_qp(attr: &sys::ibv_qp_init_attr) -> Result<Box<Qp>, c_int> {
+pub(crate) fn new_qp(attr: &sys::ibv_qp_init_attr) -> Result<Box<Qp>, c_int> {
     if attr.send_cq.is_null() || attr.recv_cq.is_null() {
         return Err(libc::EINVAL);
     }
-    let sq = WorkQueue::new(sq_shape(&attr.cap)?)?;
-    let rq = rq_shape(&attr.cap)?.map(WorkQueue::new).transpose()?;
+    let sq_shape = sq_shape(&attr.cap)?;
+    let rq_shape = rq_shape(&attr.cap)?;
+    let sq = WorkQueue::new(sq_shape)?;
+    let rq = rq_shape.map(WorkQueue::new).transpose()?;
+    let caps = QpCaps {
+        sig_all: attr.sq_sig_all != 0,
+        ..ring_caps(&sq_shape, rq_shape.as_ref())
+    };
     Ok(Box::new(Qp {
         ibv: sys::ibv_qp::default(),
         qpn: 0,
-        sq,
-        rq,
+        sq: Mutex::new(sq),
+        rq: rq.map(Mutex::new),
+        caps,
+        state: AtomicU32::new(sys::ibv_qp_state_IBV_QPS_RESET),
     }))
+}
+
+/// What the QP takes: what the kernel reported in `cap` (libibverbs copied it from the
+/// response) and the rings hold, the smaller of each. `cap` is set to it, so what
+/// `ibv_create_qp` reports is what posting enforces.
+pub(crate) fn settle_caps(qp: &Qp, cap: &mut sys::ibv_qp_cap) -> QpCaps {
+    let ring = qp.caps;
+    let sq_depth = lock(&qp.sq).depth();
+    let rq_depth = qp.rq.as_ref().map_or(0, |rq| lock(rq).depth());
+    let caps = QpCaps {
+        max_send_sge: ring.max_send_sge.min(cap.max_send_sge),
+        max_recv_sge: ring.max_recv_sge.min(cap.max_recv_sge),
+        max_inline: ring.max_inline.min(cap.max_inline_data),
+        sig_all: ring.sig_all,
+    };
+    *cap = sys::ibv_qp_cap {
+        max_send_wr: sq_depth.min(cap.max_send_wr),
+        max_recv_wr: rq_depth.min(cap.max_recv_wr),
+        max_send_sge: caps.max_send_sge,
+        max_recv_sge: caps.max_recv_sge,
+        max_inline_data: caps.max_inline,
+    };
+    caps
 }
 
 /// ordma's CREATE_QP request for `qp`'s rings.
 fn create_qp_cmd(qp: &Qp) -> CreateQpCmd {
     let mut cmd = CreateQpCmd::default();
-    cmd.drv.sq_log_depth = qp.sq.shape.log_depth;
-    cmd.drv.sq_log_wqe_size = qp.sq.shape.log_wqe_size;
-    cmd.drv.sq_buf_addr = qp.sq.ring.addr();
+    let sq = lock(&qp.sq);
+    cmd.drv.sq_log_depth = sq.shape.log_depth;
+    cmd.drv.sq_log_wqe_size = sq.shape.log_wqe_size;
+    cmd.drv.sq_buf_addr = sq.ring.addr();
     if let Some(rq) = &qp.rq {
+        let rq = lock(rq);
         cmd.drv.rq_log_depth = rq.shape.log_depth;
         cmd.drv.rq_log_wqe_size = rq.shape.log_wqe_size;
         cmd.drv.rq_buf_addr = rq.ring.addr();
@@ -143,8 +181,9 @@ fn create_qp_cmd(qp: &Qp) -> CreateQpCmd {
     cmd
 }
 
-/// CREATE_QP for `qp`; on success the kernel holds its rings until DESTROY_QP, and
-/// `attr`'s capabilities are the QP's (libibverbs copies them from the response).
+/// CREATE_QP for `qp`; on success the kernel holds its rings until DESTROY_QP, `attr`'s
+/// capabilities are the QP's (libibverbs copies them from the response, then
+/// [`settle_caps`]), and the context's table has the QP.
 ///
 /// # Safety
 ///
@@ -175,9 +214,20 @@ unsafe fn register(
         drop(unsafe { Box::from_raw(qp) });
         return Err(r);
     }
-    // SAFETY: `qp` is ours.
+    // SAFETY: `qp` is ours, `attr` valid (contract); `ibv_cmd_create_qp` set the QP's
+    // context, one of ours.
     unsafe {
         (*qp).qpn = resp.drv.qpn;
+        (*qp).caps = settle_caps(&*qp, &mut (*attr).cap);
+        let ctx = Context::from_ibv((*qp).ibv.context);
+        if let Err(e) = (*ctx).qps.insert((*qp).qpn, qp) {
+            if abi::ibv_cmd_destroy_qp(ptr::addr_of_mut!((*qp).ibv)) == 0 {
+                drop(Box::from_raw(qp));
+            }
+            // Else the kernel still holds the rings: the QP's memory is leaked, never
+            // freed under the NIC.
+            return Err(e);
+        }
         Ok(ptr::addr_of_mut!((*qp).ibv))
     }
 }
@@ -192,7 +242,7 @@ pub(crate) unsafe extern "C" fn modify_qp(
 ) -> c_int {
     let mut cmd = abi::IbvModifyQp::default();
     // SAFETY: pointers from libibverbs (contract) and our own command buffer.
-    unsafe {
+    let r = unsafe {
         abi::ibv_cmd_modify_qp(
             ibqp,
             attr,
@@ -200,7 +250,32 @@ pub(crate) unsafe extern "C" fn modify_qp(
             &mut cmd,
             size_of::<abi::IbvModifyQp>(),
         )
+    };
+    // CAST: the mask's bits.
+    if r == 0 && attr_mask as u32 & QP_ATTR_STATE != 0 {
+        // SAFETY: `ibqp` is the first field of a live `Qp` with its CQs, `attr` valid
+        // (contract).
+        unsafe {
+            let state = (*attr).qp_state;
+            if state == sys::ibv_qp_state_IBV_QPS_RESET {
+                clean_cqs(ibqp.cast::<Qp>(), false);
+            }
+            set_state(&*ibqp.cast::<Qp>(), state);
+        }
     }
+    r
+}
+
+/// Records the state the NIC accepted for `qp`. Moving to RESET empties the queues, as
+/// the NIC resets its indices.
+pub(crate) fn set_state(qp: &Qp, state: sys::ibv_qp_state) {
+    if state == sys::ibv_qp_state_IBV_QPS_RESET {
+        lock(&qp.sq).reset();
+        if let Some(rq) = &qp.rq {
+            lock(rq).reset();
+        }
+    }
+    qp.state.store(state, Ordering::Release);
 }
 
 /// # Safety
@@ -236,40 +311,107 @@ pub(crate) unsafe extern "C" fn destroy_qp(ibqp: *mut sys::ibv_qp) -> c_int {
         // The QP still exists, and the kernel still holds its rings.
         return r;
     }
+    let qp = ibqp.cast::<Qp>();
+    // SAFETY: `qp` is live; its context and CQs are ours and outlive it.
+    unsafe { clean_cqs(qp, true) };
     // SAFETY: `ibqp` is the first field of a `Qp` from `Box::into_raw`; the kernel has let
-    // go of its rings, and this is its last use.
-    drop(unsafe { Box::from_raw(ibqp.cast::<Qp>()) });
+    // go of its rings, no poller can reach it any more, and this is its last use.
+    drop(unsafe { Box::from_raw(qp) });
     0
 }
 
-/// No send WQE format yet (the data path): nothing is posted.
+/// With `qp`'s CQs locked (the lower address first), drops the CQEs of `qp` they still
+/// hold (`cq::clean`) and, if `forget`, takes `qp` out of its context's table, so a
+/// `poll_cq` that found it is done with it and none finds it again.
 ///
 /// # Safety
 ///
-/// libibverbs calls this with a QP `create_qp` returned and a valid `bad_wr`.
+/// `qp` is a live QP of ours with its context and CQs set (by CREATE_QP).
+unsafe fn clean_cqs(qp: *mut Qp, forget: bool) {
+    // SAFETY: the caller's promise; our CQs are `Cq`s with `ibv` first.
+    let (ctx, qpn, a, b) = unsafe {
+        (
+            Context::from_ibv((*qp).ibv.context),
+            (*qp).qpn,
+            (*qp).ibv.send_cq.cast::<Cq>(),
+            (*qp).ibv.recv_cq.cast::<Cq>(),
+        )
+    };
+    let (first, second) = if a <= b { (a, b) } else { (b, a) };
+    // SAFETY: live CQs (the QP uses them, so they cannot be destroyed yet).
+    let (first, second) = unsafe { (&*first, &*second) };
+    let mut g1 = lock(&first.state);
+    let mut g2 = (!ptr::eq(first, second)).then(|| lock(&second.state));
+    cq::clean(first, &mut g1, qpn);
+    if let Some(g2) = g2.as_mut() {
+        cq::clean(second, g2, qpn);
+    }
+    if forget {
+        // SAFETY: the context is live while its QPs are.
+        unsafe { (*ctx).qps.remove(qpn, qp) };
+    }
+}
+
+/// Posts a chain of send WRs (`wq::post_send_chain`): 0, or an errno with `*bad_wr` the
+/// first WR not posted.
+///
+/// # Safety
+///
+/// libibverbs calls this with a QP `create_qp` returned, a chain of valid WRs (whose
+/// `sg_list`s are valid and, for inline sends, whose buffers are readable) and a valid
+/// `bad_wr`.
 pub(crate) unsafe extern "C" fn post_send(
-    _ibqp: *mut sys::ibv_qp,
+    ibqp: *mut sys::ibv_qp,
     wr: *mut sys::ibv_send_wr,
     bad_wr: *mut *mut sys::ibv_send_wr,
 ) -> c_int {
-    // SAFETY: `bad_wr` is valid for a write (contract).
-    unsafe { *bad_wr = wr };
-    libc::EOPNOTSUPP
+    // SAFETY: `ibqp` is the first field of a live `Qp`; its context is one of ours, whose
+    // doorbell page stays mapped while it is open; the WRs as the contract says.
+    let r = unsafe {
+        let qp = &*ibqp.cast::<Qp>();
+        match DbPage::new((*Context::from_ibv(qp.ibv.context)).db) {
+            Some(db) => post_send_chain(qp, &db, wr),
+            None => Err((libc::EINVAL, wr)),
+        }
+    };
+    match r {
+        Ok(()) => 0,
+        Err((e, failed)) => {
+            // SAFETY: `bad_wr` is valid for a write (contract).
+            unsafe { *bad_wr = failed };
+            e
+        }
+    }
 }
 
-/// No receive WQE format yet (the data path): nothing is posted.
+/// Posts a chain of receive WRs (`wq::post_recv_chain`): 0, or an errno with `*bad_wr`
+/// the first WR not posted.
 ///
 /// # Safety
 ///
-/// libibverbs calls this with a QP `create_qp` returned and a valid `bad_wr`.
+/// libibverbs calls this with a QP `create_qp` returned, a chain of valid WRs and a valid
+/// `bad_wr`.
 pub(crate) unsafe extern "C" fn post_recv(
-    _ibqp: *mut sys::ibv_qp,
+    ibqp: *mut sys::ibv_qp,
     wr: *mut sys::ibv_recv_wr,
     bad_wr: *mut *mut sys::ibv_recv_wr,
 ) -> c_int {
-    // SAFETY: `bad_wr` is valid for a write (contract).
-    unsafe { *bad_wr = wr };
-    libc::EOPNOTSUPP
+    // SAFETY: as `post_send`.
+    let r = unsafe {
+        let qp = &*ibqp.cast::<Qp>();
+        match DbPage::new((*Context::from_ibv(qp.ibv.context)).db) {
+            Some(db) => post_recv_chain(qp, &db, wr),
+            None => Err((libc::EINVAL, wr)),
+        }
+    };
+    match r {
+        Ok(()) => 0,
+        Err((e, failed)) => {
+            // SAFETY: `bad_wr` is valid for a write (contract).
+            unsafe { *bad_wr = failed };
+            e
+        }
+    }
 }
 
 #[cfg(test)]
@@ -350,7 +492,7 @@ mod tests {
         .expect("a send-only QP");
         let cmd = create_qp_cmd(&qp);
         assert_eq!((cmd.drv.sq_log_depth, cmd.drv.sq_log_wqe_size), (6, 6));
-        assert_eq!(cmd.drv.sq_buf_addr, qp.sq.ring.addr());
+        assert_eq!(cmd.drv.sq_buf_addr, lock(&qp.sq).ring.addr());
         assert_eq!(cmd.drv.sq_buf_addr % 4096, 0);
         assert_eq!(
             (
