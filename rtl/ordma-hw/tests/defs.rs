@@ -566,7 +566,11 @@ fn send_wqe_round_trips_and_refuses_reserved_bytes() {
     let mut b = [0xffu8; 64];
     assert!(w.encode_into(&mut b));
     assert_eq!(SendWqe::decode(&b), Some(w));
-    assert_eq!(&b[32..], &[0xffu8; 32][..], "encode leaves the SGEs and inline data alone");
+    assert_eq!(
+        &b[32..],
+        &[0xffu8; 32][..],
+        "encode leaves the SGEs and inline data alone"
+    );
     for reserved in [3usize, 12, 13, 14, 15, 28, 29, 30, 31] {
         let mut bad = b;
         bad[reserved] = 1;
@@ -574,10 +578,17 @@ fn send_wqe_round_trips_and_refuses_reserved_bytes() {
     }
     assert!(!w.encode_into(&mut [0u8; 31]));
     assert_eq!(SendWqe::decode(&b[..31]), None);
-    let sge = Sge { addr: 0xdead_beef_0000, length: 4096, lkey: 0x1_02 };
+    let sge = Sge {
+        addr: 0xdead_beef_0000,
+        length: 4096,
+        lkey: 0x1_02,
+    };
     assert!(sge.encode_into(&mut b, SendWqe::sge_offset(1)));
     assert_eq!(Sge::decode_from(&b, SendWqe::sge_offset(1)), Some(sge));
-    assert!(!sge.encode_into(&mut b, SendWqe::sge_offset(2)), "past the end");
+    assert!(
+        !sge.encode_into(&mut b, SendWqe::sge_offset(2)),
+        "past the end"
+    );
 }
 
 #[test]
