@@ -29,7 +29,7 @@ model:
 	cargo build --release -p ordma-model
 
 provider:
-	cargo build --release -p ordma-provider
+	cargo build --release -p ordma-provider -p ordma-verbs-data
 
 modules:
 	$(MAKE) -C $(KDIR) M=$(ORDMA) LLVM=$(or $(LLVM),1) $(if $(CLIPPY),CLIPPY=$(CLIPPY)) modules

@@ -49,6 +49,8 @@ P=/tmp/payload
 mkdir -p $P
 cp "$MODULE" $P/ordma.ko
 cp /ordma/cache/target/release/libordma.so $P/libordma-rdmav34.so
+# The data-path test program (qemu-test/progs/verbs-data), built with the provider.
+[ ! -x /ordma/cache/target/release/ordma-verbs-data ] || cp /ordma/cache/target/release/ordma-verbs-data $P/
 [ -z "$KMEMLEAK" ] || touch $P/kmemleak
 [ -z "$BOOT_WARNING" ] || touch $P/boot-warning
 

@@ -348,8 +348,8 @@ step --show build-kernel "$ORDMA_SRC/scripts/build-kernel.sh" || { log "no test 
 ! selected cargo-test || step cargo-test inroot 'cargo test --workspace' || true
 ! selected module-clippy || step module-clippy module_clippy || true
 [ -z "$need_vm" ] && ! selected model-build || step model-build inroot 'cargo build --release -p ordma-model' || true
-[ -z "$need_vm" ] && ! selected provider-build || step provider-build inroot 'cargo build --release -p ordma-provider &&
-	test -f /ordma/cache/target/release/libordma.so' || true
+[ -z "$need_vm" ] && ! selected provider-build || step provider-build inroot 'cargo build --release -p ordma-provider -p ordma-verbs-data &&
+	test -f /ordma/cache/target/release/libordma.so && test -x /ordma/cache/target/release/ordma-verbs-data' || true
 if [ -n "$need_vm" ] || selected module-build host-kconfig-check; then
 	if step module-build module_build; then
 		! selected host-kconfig-check || step host-kconfig-check kconfig_check || true
