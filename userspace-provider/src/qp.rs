@@ -143,12 +143,16 @@ pub(crate) fn new_qp(attr: &sys::ibv_qp_init_attr) -> Result<Box<Qp>, c_int> {
 }
 
 /// What the QP takes: what the kernel reported in `cap` (libibverbs copied it from the
-/// response) and the rings hold, the smaller of each. `cap` is set to it, so what
-/// `ibv_create_qp` reports is what posting enforces.
+/// response) and the rings hold, the smaller of each (the queues' `max_*_wr` limits are
+/// set here). `cap` is set to it, so what `ibv_create_qp` reports is what posting
+/// enforces.
 pub(crate) fn settle_caps(qp: &Qp, cap: &mut sys::ibv_qp_cap) -> QpCaps {
     let ring = qp.caps;
-    let sq_depth = lock(&qp.sq).depth();
-    let rq_depth = qp.rq.as_ref().map_or(0, |rq| lock(rq).depth());
+    let max_send_wr = lock(&qp.sq).set_limit(cap.max_send_wr);
+    let max_recv_wr = qp
+        .rq
+        .as_ref()
+        .map_or(0, |rq| lock(rq).set_limit(cap.max_recv_wr));
     let caps = QpCaps {
         max_send_sge: ring.max_send_sge.min(cap.max_send_sge),
         max_recv_sge: ring.max_recv_sge.min(cap.max_recv_sge),
@@ -156,8 +160,8 @@ pub(crate) fn settle_caps(qp: &Qp, cap: &mut sys::ibv_qp_cap) -> QpCaps {
         sig_all: ring.sig_all,
     };
     *cap = sys::ibv_qp_cap {
-        max_send_wr: sq_depth.min(cap.max_send_wr),
-        max_recv_wr: rq_depth.min(cap.max_recv_wr),
+        max_send_wr,
+        max_recv_wr,
         max_send_sge: caps.max_send_sge,
         max_recv_sge: caps.max_recv_sge,
         max_inline_data: caps.max_inline,

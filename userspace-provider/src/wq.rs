@@ -38,6 +38,8 @@ pub(crate) struct WorkQueue {
     pub(crate) ring: DmaMem,
     head: u32,
     tail: u32,
+    /// WQEs that may be outstanding: the depth, or less if `ibv_create_qp` reported less.
+    limit: u32,
     wr_id: Box<[u64]>,
 }
 
@@ -50,6 +52,7 @@ impl WorkQueue {
             ring,
             head: 0,
             tail: 0,
+            limit: 1 << shape.log_depth,
             wr_id: vec![0; 1usize << shape.log_depth].into_boxed_slice(),
         })
     }
@@ -74,6 +77,18 @@ impl WorkQueue {
         self.head.wrapping_sub(self.tail)
     }
 
+    /// Whether `max_*_wr` WQEs are outstanding (at most the depth).
+    pub(crate) fn is_full(&self) -> bool {
+        self.outstanding() >= self.limit
+    }
+
+    /// Lets at most `max_wr` WQEs (no more than the depth) be outstanding; returns that
+    /// number.
+    pub(crate) fn set_limit(&mut self, max_wr: u32) -> u32 {
+        self.limit = max_wr.min(self.depth());
+        self.limit
+    }
+
     /// Back to empty, as the NIC's indices after a move to RESET.
     pub(crate) fn reset(&mut self) {
         self.head = 0;
@@ -81,14 +96,14 @@ impl WorkQueue {
     }
 
     /// Writes the next WQE with `write` (given its slot, whose bytes are stale) and, if it
-    /// succeeds, records `wr_id` and advances the producer index. `ENOMEM` when `depth`
-    /// WQEs are outstanding.
+    /// succeeds, records `wr_id` and advances the producer index. `ENOMEM` when the queue
+    /// is full ([`Self::is_full`]).
     fn push(
         &mut self,
         wr_id: u64,
         write: impl FnOnce(&mut [u8]) -> Result<(), c_int>,
     ) -> Result<(), c_int> {
-        if self.outstanding() >= self.depth() {
+        if self.is_full() {
             return Err(libc::ENOMEM);
         }
         let slot = (self.head & (self.depth() - 1)) as usize;
@@ -331,7 +346,7 @@ unsafe fn post_one_send(
 ) -> Result<(), c_int> {
     // SAFETY: the caller's promise.
     let sges = unsafe { sge_list(wr.sg_list, wr.num_sge) }?;
-    if sq.outstanding() >= sq.depth() {
+    if sq.is_full() {
         return Err(libc::ENOMEM);
     }
     let hdr = send_header(wr, sges, caps)?;
@@ -1016,6 +1031,29 @@ mod tests {
         let mut reported = cap(9, 4, 200, 1, 16);
         let caps = crate::qp::settle_caps(&qp, &mut reported);
         assert_eq!(t(reported), t(cap(8, 4, 96, 1, 3)));
+        // The receive queue holds 4 but was reported as 1: posting takes 1.
+        let db = RecordingDb::default();
+        let mut s = [sge(1, 1, 1)];
+        let mut wrs = [
+            sys::ibv_recv_wr {
+                wr_id: 1,
+                sg_list: s.as_mut_ptr(),
+                num_sge: 1,
+                ..Default::default()
+            },
+            sys::ibv_recv_wr {
+                wr_id: 2,
+                sg_list: s.as_mut_ptr(),
+                num_sge: 1,
+                ..Default::default()
+            },
+        ];
+        let p = chain_recv(&mut wrs);
+        // SAFETY: inside `wrs`.
+        assert_eq!(
+            post_recv(&qp, &db, p),
+            Err((libc::ENOMEM, unsafe { p.add(1) }))
+        );
         assert_eq!(
             caps,
             QpCaps {
