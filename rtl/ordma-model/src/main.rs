@@ -60,6 +60,10 @@ struct Args {
     /// Unix socket at PATH (must not exist; removed on exit)
     #[arg(long, value_name = "PATH")]
     control: Option<PathBuf>,
+    /// The wire between NICs: a directory shared by every NIC of a run; this NIC binds
+    /// DIR/lid-<LID>.sock and sends RoCEv2 frames for LID L to DIR/lid-L.sock
+    #[arg(long, value_name = "DIR")]
+    wire: Option<PathBuf>,
     #[command(subcommand)]
     cmd: Option<Cmd>,
 }
@@ -210,6 +214,17 @@ fn main() -> ExitCode {
     if let Err(e) = Device::spawn_timers(&dev) {
         error!(%e, "cannot start the timer thread");
         return ExitCode::FAILURE;
+    }
+    if let Some(dir) = &args.wire {
+        if let Err(e) = ordma_model::wire::attach(&dev, dir, config.lid) {
+            error!(%e, dir = %dir.display(), "cannot attach to the wire");
+            eprintln!(
+                "ordma-model: cannot attach to the wire in {}: {e}",
+                dir.display()
+            );
+            return ExitCode::FAILURE;
+        }
+        info!(dir = %dir.display(), lid = config.lid, "on the wire");
     }
     let _control = match &args.control {
         Some(path) => match control::Listener::spawn(path, Arc::clone(&dev)) {
