@@ -530,3 +530,65 @@ fn socket_wire_carries_frames() {
     assert!(r[1].read(BIG_VA + 0x100, 200_000) == data);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn two_devices_on_the_socket_wire_in_threads() {
+    use ordma_model::device::Device;
+    use ordma_model::engine::{Nic, NicConfig};
+    use ordma_model::mem::GuestRam;
+
+    let dir = std::env::temp_dir().join(format!("ordma-wire-dev-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut r = [Rig::bare(1), Rig::bare(2)];
+    let (a, b) = (r[0].a.qpn, r[1].b.qpn);
+    r[0].connect(a, b, 10, 20, |at| at.ah.dlid = 2);
+    r[1].connect(b, a, 20, 10, |at| at.ah.dlid = 1);
+    let size = 2usize << 20;
+    let data = bytes(21, size);
+    let (big0, big1) = (r[0].big, r[1].big);
+    r[0].fill(BIG_VA, &data);
+    // The NICs move into devices on the real wire, with their timer threads.
+    let devs: Vec<_> = r
+        .iter_mut()
+        .enumerate()
+        .map(|(i, x)| {
+            let nic = std::mem::replace(&mut x.nic, Nic::new(NicConfig::with_guid(0)));
+            let dev = Arc::new(Device::new(nic, GuestRam::new(x.mem.clone())));
+            ordma_model::wire::attach(&dev, &dir, i as u16 + 1).unwrap();
+            Device::spawn_timers(&dev).unwrap();
+            dev
+        })
+        .collect();
+    let ring = |x: &Rig, dev: &Device| {
+        let v = hw::db_value(x.a.qpn, x.a.sq_pi);
+        let off = u64::from(PAGE) * hw::DB_PAGE_SIZE as u64 + hw::DB_SQ as u64;
+        let mut l = dev.lock();
+        let (mem, irq) = (l.mem.clone(), l.irq);
+        l.nic.doorbell_write(off, 4, v, &*mem, irq);
+    };
+    let wait = |x: &mut Rig| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(c) = x.poll('s') {
+                return c;
+            }
+            assert!(Instant::now() < deadline, "no completion");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    };
+    let mut w = wqe(hw::WR_RDMA_WRITE, SIGNALED, 1);
+    (w.remote_addr, w.rkey) = (BIG_VA + (4 << 20), big1);
+    r[0].put_send('a', w, &[sge(BIG_VA, size as u32, big0)], &[]);
+    ring(&r[0], &devs[0]);
+    let c = wait(&mut r[0]);
+    assert_eq!((c.status, c.byte_len), (hw::WC_SUCCESS, size as u32));
+    assert!(r[1].read(BIG_VA + (4 << 20), size) == data, "WRITE bytes");
+    let mut w = wqe(hw::WR_RDMA_READ, SIGNALED, 1);
+    (w.remote_addr, w.rkey) = (BIG_VA + (4 << 20), big1);
+    r[0].put_send('a', w, &[sge(BIG_VA + (8 << 20), size as u32, big0)], &[]);
+    ring(&r[0], &devs[0]);
+    let c = wait(&mut r[0]);
+    assert_eq!((c.status, c.byte_len), (hw::WC_SUCCESS, size as u32));
+    assert!(r[0].read(BIG_VA + (8 << 20), size) == data, "READ bytes");
+    std::fs::remove_dir_all(&dir).ok();
+}
