@@ -282,6 +282,8 @@ mod tests {
             "info",
             "--control",
             "/tmp/nic1.ctl",
+            "--wire",
+            "/tmp/wire",
             "--log-level",
             "debug",
             "--attr",
@@ -304,6 +306,7 @@ mod tests {
         assert_eq!(a.inject, Some(Fault::ResetStuck));
         assert_eq!(a.guid, Some(0x0200_0000_0000_0042));
         assert!(a.control.is_some() && a.cmd.is_none());
+        assert_eq!(a.wire, Some(PathBuf::from("/tmp/wire")));
         for bad in [
             &["ordma-model", "--index", "1"][..],
             &["ordma-model", "--socket", "s", "--attr", "max_foo=1"],

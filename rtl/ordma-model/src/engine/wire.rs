@@ -261,6 +261,34 @@ mod tests {
     }
 
     #[test]
+    fn icrc_of_a_frame_captured_from_real_hardware() {
+        // A RoCEv2 CNP (opcode 0x81) a ConnectX-4 Lx sent, as captured (the capture is in
+        // Scapy's RoCE tests): TOS 0xc2 and TTL 64, both masked; ICRC 82 fd 00 2a.
+        let hex = [
+            "e41d 2dab 2bc2 7cfe 9064 3b32 0800 45c2",
+            "003c 718c 4000 4011 9161 0a00 1101 0a00",
+            "1201 0000 12b7 0028 0000 8100 ffff 4000",
+            "0118 0000 0000 0000 0000 0000 0000 0000",
+            "0000 0000 0000 82fd 002a",
+        ]
+        .concat();
+        let digits: Vec<u8> = hex
+            .bytes()
+            .filter(u8::is_ascii_hexdigit)
+            .map(|c| (c as char).to_digit(16).unwrap() as u8)
+            .collect();
+        let frame: Vec<u8> = digits.chunks(2).map(|p| (p[0] << 4) | p[1]).collect();
+        assert_eq!(frame.len(), 74);
+        assert_eq!(ip_checksum(&frame[ETH_LEN..ETH_LEN + IP_LEN]), 0);
+        assert_eq!(
+            icrc(&frame),
+            Some(u32::from_le_bytes([0x82, 0xfd, 0x00, 0x2a]))
+        );
+        // Not RC: the receive path refuses it, after the ICRC passed.
+        assert_eq!(decode(&frame), Err(FrameError::NotRoce));
+    }
+
+    #[test]
     fn round_trip_and_checks() {
         let pkt = Packet {
             bth: Bth {
