@@ -357,6 +357,17 @@ fn peer_gone_ends_in_retry_exc_err() {
 }
 
 #[test]
+fn link_down_sends_nothing() {
+    let mut p = Pair::new(|a| a.retry_cnt = 2);
+    let r = &mut p.r[0];
+    r.nic.set_link(false, &r.mem, &r.irq);
+    r.send('a', wqe(hw::WR_SEND, SIGNALED, 0), &[], &[]);
+    p.settle(10);
+    assert_eq!(p.r[0].cqe('s').status, hw::WC_RETRY_EXC_ERR);
+    assert_eq!((p.frames, p.ticks), (0, 3));
+}
+
+#[test]
 fn infinite_timeout_never_gives_up_and_no_lid_is_no_route() {
     let mut p = Pair::new(|a| a.timeout = 0);
     p.fault = Box::new(|_, _| Act::Drop);

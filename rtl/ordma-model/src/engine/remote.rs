@@ -100,8 +100,12 @@ enum Outcome {
 }
 
 impl Nic {
-    /// Sends one packet to LID `dlid` from QP `sqpn`; lost if there is no wire.
+    /// Sends one packet to LID `dlid` from QP `sqpn`; lost if there is no wire or the
+    /// port's link is down.
     fn emit(&mut self, dlid: u16, sqpn: u32, pkt: &Packet, payload: &[u8]) {
+        if !self.config.link_up {
+            return;
+        }
         if let Some(w) = self.wire.as_ref() {
             let f = wire::encode(self.config.lid, dlid, sqpn, pkt, payload);
             w.send(dlid, &f);
