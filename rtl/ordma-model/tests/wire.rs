@@ -1,6 +1,7 @@
-//! The RC engine between two NICs over the wire: two `Nic`s (LIDs 1 and 2) in one test,
-//! QP A of NIC 1 connected to QP B of NIC 2, frames carried by an in-memory wire that can
-//! drop, duplicate and reorder them (and, once, by the real Unix datagram sockets).
+//! The RC engine between NICs over the wire: `Nic`s (LIDs 1, 2, once 3) in one test, QP A
+//! of NIC 1 connected to QP B of NIC 2, frames carried by an in-memory wire that can drop,
+//! duplicate and reorder them; and twice by the real Unix datagram sockets (`SocketWire`
+//! polled by the test; two `Device`s with their wire and timer threads).
 
 mod common;
 
@@ -39,7 +40,8 @@ enum Act {
 type Fault = Box<dyn FnMut(u64, &Frame) -> Act>;
 
 struct Pair {
-    r: [Rig; 2],
+    /// The NICs; NIC i has LID i + 1.
+    r: Vec<Rig>,
     q: Queue,
     frames: u64,
     held: Option<(u16, Vec<u8>)>,
@@ -51,7 +53,7 @@ impl Pair {
     /// NIC 1's QP A connected to NIC 2's QP B; `f` adjusts both QPs' attributes.
     fn new(f: impl Fn(&mut hw::QpAttr)) -> Self {
         let q = Queue::default();
-        let mut r = [Rig::bare(1), Rig::bare(2)];
+        let mut r = vec![Rig::bare(1), Rig::bare(2)];
         for x in &mut r {
             x.nic.set_wire(Some(Box::new(TestWire(Arc::clone(&q)))));
         }
@@ -357,6 +359,59 @@ fn peer_gone_ends_in_retry_exc_err() {
 }
 
 #[test]
+fn three_nics_on_one_segment() {
+    // NIC 1's QP A to NIC 2's QP B, NIC 3's QP A to NIC 2's QP A: two peers send to
+    // NIC 2 at once, frames interleaved on the one wire.
+    let mut p = Pair::new(|_| {});
+    let mut third = Rig::bare(3);
+    third
+        .nic
+        .set_wire(Some(Box::new(TestWire(Arc::clone(&p.q)))));
+    p.r.push(third);
+    let (a3, a2) = (p.r[2].a.qpn, p.r[1].a.qpn);
+    p.r[2].connect(a3, a2, 7000, 9000, |at| at.ah.dlid = 2);
+    p.r[1].connect(a2, a3, 9000, 7000, |at| at.ah.dlid = 3);
+    let n = 300_000;
+    let (d1, d3) = (bytes(31, n), bytes(33, n));
+    p.r[0].fill(BIG_VA, &d1);
+    p.r[2].fill(BIG_VA, &d3);
+    let big2 = p.r[1].big;
+    p.r[1].recv('b', &[sge(BIG_VA, n as u32, big2)]);
+    p.r[1].recv('a', &[sge(BIG_VA + (4 << 20), n as u32, big2)]);
+    let (big1, big3) = (p.r[0].big, p.r[2].big);
+    p.r[0].put_send(
+        'a',
+        wqe(hw::WR_SEND, SIGNALED, 1),
+        &[sge(BIG_VA, n as u32, big1)],
+        &[],
+    );
+    p.r[2].put_send(
+        'a',
+        wqe(hw::WR_SEND, SIGNALED, 1),
+        &[sge(BIG_VA, n as u32, big3)],
+        &[],
+    );
+    p.r[0].ring_sq('a');
+    p.r[2].ring_sq('a');
+    p.settle(10);
+    assert_eq!(p.ticks, 0);
+    for i in [0, 2] {
+        let c = p.r[i].cqe('s');
+        assert_eq!(
+            (c.status, c.byte_len),
+            (hw::WC_SUCCESS, n as u32),
+            "NIC {}",
+            i + 1
+        );
+    }
+    let mut from: Vec<u32> = (0..2).map(|_| p.r[1].cqe('r').src_qp).collect();
+    from.sort_unstable();
+    assert_eq!(from, [p.r[0].a.qpn, a3]);
+    assert!(p.r[1].read(BIG_VA, n) == d1, "from NIC 1");
+    assert!(p.r[1].read(BIG_VA + (4 << 20), n) == d3, "from NIC 3");
+}
+
+#[test]
 fn link_down_sends_nothing() {
     let mut p = Pair::new(|a| a.retry_cnt = 2);
     let r = &mut p.r[0];
@@ -466,6 +521,10 @@ fn hostile_frames_never_panic() {
     }
     let bad = r.nic.counters().get(Anomaly::BadFrame);
     assert!(bad > 19_000, "{bad}");
+    // A good frame for another LID is refused and counted too.
+    let other = wire::encode(1, 5, 2, &pkt, b"xyz");
+    r.nic.receive_frame(&other, &r.mem, &r.irq);
+    assert_eq!(r.nic.counters().get(Anomaly::BadFrame), bad + 1);
     // Valid frames with hostile headers: every opcode, PSNs, QPNs.
     for op in 0..=0x11u8 {
         for (qpn, psn) in [(p.r[1].b.qpn, 500), (p.r[1].b.qpn, 0x80_0000), (77, 500)] {
