@@ -575,6 +575,10 @@ impl Nic {
     /// the first packet not acknowledged, or, its retries spent, ends in
     /// `WC_RETRY_EXC_ERR`.
     pub(super) fn remote_tick(&mut self, now: Instant, mem: &dyn Dma, irq: &dyn Interrupts) {
+        if !self.bus_master {
+            // Held: the timers fire once bus mastering is back.
+            return;
+        }
         let due: Vec<u32> = self
             .wire_qps
             .iter()
