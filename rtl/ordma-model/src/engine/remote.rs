@@ -7,9 +7,9 @@
 //!   the last. Go-back-N: a timeout (the QP's `timeout`: 4.096 µs × 2^timeout, 0 =
 //!   never) or a PSN sequence NAK sends again from the first packet not acknowledged;
 //!   `retry_cnt` timeouts without progress end the WQE in `WC_RETRY_EXC_ERR`. A READ is one
-//!   request packet; its responses are taken in PSN order only, and a retry asks for the
-//!   whole READ again.
-//! - Responder: [`Nic::deliver`], as in loopback; the payload arrives as bytes. An
+//!   request packet; its responses are taken in PSN order only, and a gap (once per gap)
+//!   or a timeout asks for the rest: a READ request at the first missing response's PSN.
+//! - Responder: the responder of loopback (`deliver`); the payload arrives as bytes. An
 //!   in-order packet with AckReq is ACKed; a duplicate (PSN behind the expected one) is not
 //!   executed again: re-ACKed if it asks for an ACK, and a duplicate READ is answered again
 //!   from memory; a packet ahead of the expected PSN gets one PSN sequence NAK (then
