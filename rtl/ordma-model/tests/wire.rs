@@ -310,7 +310,12 @@ fn reordered_frames_nak_then_recover() {
     let mut p = Pair::new(|_| {});
     let naks = Arc::new(Mutex::new(0));
     let n2 = Arc::clone(&naks);
+    let reads = Arc::new(Mutex::new(0));
+    let r2 = Arc::clone(&reads);
     p.fault = Box::new(move |n, f| {
+        if f.packet.bth.opcode == packet::READ_REQUEST {
+            *r2.lock().unwrap() += 1;
+        }
         if let Some(a) = f.packet.aeth {
             if a.syndrome == packet::Syndrome::Nak(packet::NakCode::PsnSeq) {
                 *n2.lock().unwrap() += 1;
@@ -326,6 +331,10 @@ fn reordered_frames_nak_then_recover() {
         every_op(&mut p, n as u64, size);
     }
     assert!(*naks.lock().unwrap() > 0, "PSN sequence NAKs were sent");
+    assert!(
+        *reads.lock().unwrap() > 3,
+        "gaps in the read responses asked for the rest"
+    );
 }
 
 #[test]
