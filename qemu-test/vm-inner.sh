@@ -57,6 +57,9 @@ cp /ordma/cache/target/release/libordma.so $P/libordma-rdmav34.so
 # The NICs: one model process per NIC, each on its own vfio-user socket. They run in this
 # PID namespace, so they end with it whatever happens.
 MODEL=/ordma/cache/target/release/ordma-model
+# The wire between the NICs: one directory, one L2 segment; each model binds
+# /tmp/wire/lid-<LID>.sock (LID = index + 1) and sends RoCEv2 frames to its peers' sockets.
+mkdir -p /tmp/wire
 NIC_ARGS=()
 NIC_PIDS=()
 for ((i = 0; i < NICS; i++)); do
@@ -64,7 +67,7 @@ for ((i = 0; i < NICS; i++)); do
 	mkfifo "/tmp/nic$i.ready"
 	read -r -a extra <<<"${EXTRA[$i]:-}"
 	"$MODEL" --socket "$sock" --index "$i" --log "$R/nic$i.log" --log-level "${ORDMA_MODEL_LOG:-info}" \
-		--control "/tmp/nic$i.ctl" "${extra[@]}" --ready-fd 3 3>"/tmp/nic$i.ready" &
+		--control "/tmp/nic$i.ctl" --wire /tmp/wire "${extra[@]}" --ready-fd 3 3>"/tmp/nic$i.ready" &
 	children+=("$!")
 	NIC_PIDS+=("$!")
 	# Readiness: the model writes "ready" once it listens; EOF means it died.

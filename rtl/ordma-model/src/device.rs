@@ -1,7 +1,8 @@
 //! One NIC as the threads of the model share it.
 //!
-//! The vfio-user loop (register accesses, DMA_MAP, SET_IRQS), the control channel and, later,
-//! timers and the wire between NICs all act on the same [`Device`] through an `Arc`:
+//! The vfio-user loop (register accesses, DMA_MAP, SET_IRQS), the control channel, the
+//! timers and the wire between NICs ([`crate::wire`]) all act on the same [`Device`] through
+//! an `Arc`:
 //!
 //! - the [`Nic`] sits in a mutex; every action on it (a register write, a link change, a
 //!   timer) takes the lock, so the engine itself stays plain single-threaded code;
@@ -10,9 +11,9 @@
 //! - the MSI-X eventfds ([`Msix`]) are behind their own lock, so an interrupt can be raised
 //!   from any thread.
 //!
-//! The NIC's timers (RNR retries) run on a thread of their own, [`Device::spawn_timers`]:
-//! it ticks the NIC every millisecond while some QP waits, and only looks every
-//! [`TIMER_IDLE`] otherwise.
+//! The NIC's timers (RNR retries, the transport timers of QPs on the wire) run on a thread
+//! of their own, [`Device::spawn_timers`]: it ticks the NIC every millisecond while some QP
+//! waits, and only looks every [`TIMER_IDLE`] otherwise.
 //!
 //! Lock order: the NIC, then (briefly, inside `raise`) the MSI-X table. Nothing takes the NIC
 //! lock while holding the MSI-X lock.

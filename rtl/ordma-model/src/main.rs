@@ -60,6 +60,10 @@ struct Args {
     /// Unix socket at PATH (must not exist; removed on exit)
     #[arg(long, value_name = "PATH")]
     control: Option<PathBuf>,
+    /// The wire between NICs: a directory shared by every NIC of a run; this NIC binds
+    /// DIR/lid-<LID>.sock and sends RoCEv2 frames for LID L to DIR/lid-L.sock
+    #[arg(long, value_name = "DIR")]
+    wire: Option<PathBuf>,
     #[command(subcommand)]
     cmd: Option<Cmd>,
 }
@@ -211,6 +215,17 @@ fn main() -> ExitCode {
         error!(%e, "cannot start the timer thread");
         return ExitCode::FAILURE;
     }
+    if let Some(dir) = &args.wire {
+        if let Err(e) = ordma_model::wire::attach(&dev, dir, config.lid) {
+            error!(%e, dir = %dir.display(), "cannot attach to the wire");
+            eprintln!(
+                "ordma-model: cannot attach to the wire in {}: {e}",
+                dir.display()
+            );
+            return ExitCode::FAILURE;
+        }
+        info!(dir = %dir.display(), lid = config.lid, "on the wire");
+    }
     let _control = match &args.control {
         Some(path) => match control::Listener::spawn(path, Arc::clone(&dev)) {
             Ok(l) => Some(l),
@@ -267,6 +282,8 @@ mod tests {
             "info",
             "--control",
             "/tmp/nic1.ctl",
+            "--wire",
+            "/tmp/wire",
             "--log-level",
             "debug",
             "--attr",
@@ -289,6 +306,7 @@ mod tests {
         assert_eq!(a.inject, Some(Fault::ResetStuck));
         assert_eq!(a.guid, Some(0x0200_0000_0000_0042));
         assert!(a.control.is_some() && a.cmd.is_none());
+        assert_eq!(a.wire, Some(PathBuf::from("/tmp/wire")));
         for bad in [
             &["ordma-model", "--index", "1"][..],
             &["ordma-model", "--socket", "s", "--attr", "max_foo=1"],

@@ -757,5 +757,5 @@ fn refused_wqes_are_counted_and_a_refused_receive_is_rem_op_err() {
     in_err(&mut rig, a);
     in_err(&mut rig, b);
     let s = rig.nic.status_snapshot().to_string();
-    assert!(s.ends_with(" bad_wqes=1"), "{s}");
+    assert!(s.contains(" bad_wqes=1 "), "{s}");
 }

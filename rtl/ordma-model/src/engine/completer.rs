@@ -50,7 +50,7 @@ pub fn rnr_delay(code: u8) -> Duration {
 }
 
 /// `rnr_retry` and `retry_cnt` value meaning "without limit".
-const RETRY_FOREVER: u8 = 7;
+pub(super) const RETRY_FOREVER: u8 = 7;
 
 impl Nic {
     /// The requester's view of `answer` to packet `at` of `npkts` of QP `qpn`'s head WQE
@@ -223,6 +223,7 @@ impl Nic {
             q.dp.rnr_left = None;
             q.dp.resume = 0;
         }
+        self.remote_forget(qpn);
     }
 
     /// A receive was posted on QP `qpn`: the QPs waiting for an RNR retry towards it send
@@ -250,16 +251,18 @@ impl Nic {
         self.run_sq(qpn, mem, irq);
     }
 
-    /// Whether some QP waits for a timer (an RNR retry): the device calls [`Nic::tick`]
+    /// Whether some QP waits for a timer (an RNR retry, a transport timer): the device calls [`Nic::tick`]
     /// while this holds.
     pub fn timers_pending(&self) -> bool {
         self.qps
             .iter()
             .any(|(_, q)| q.dp.rnr_wait.is_some() || q.dp.backlog)
+            || self.remote_timers()
     }
 
     /// The NIC's timers at time `now`: every QP whose RNR delay has passed sends again, and
-    /// so does every QP with a backlog (more WQEs than one doorbell's budget).
+    /// so does every QP with a backlog (more WQEs than one doorbell's budget); over the
+    /// wire, every QP whose transport timer ran out sends again or gives up.
     pub fn tick(&mut self, now: Instant, mem: &dyn Dma, irq: &dyn Interrupts) {
         let due: Vec<u32> = self
             .qps
@@ -270,6 +273,7 @@ impl Nic {
         for qpn in due {
             self.retry_now(qpn, mem, irq);
         }
+        self.remote_tick(now, mem, irq);
     }
 
     /// After admin commands: QPs a `MODIFY_QP` moved to `ERR` flush, QPs back in `RTS`

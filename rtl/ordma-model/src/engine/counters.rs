@@ -38,11 +38,14 @@ pub enum Anomaly {
     /// A send or receive WQE the data path refused (malformed, or a local key, address or
     /// length the MR table refuses): an error completion, the QP to `ERR`.
     BadWqe,
+    /// A frame from the wire refused (short, bad checksum or ICRC, not RoCEv2, an opcode
+    /// that is not RC's, another NIC's LID): dropped.
+    BadFrame,
 }
 
 impl Anomaly {
     /// Every kind, in the order the status line lists them.
-    pub const ALL: [Anomaly; 10] = [
+    pub const ALL: [Anomaly; 11] = [
         Anomaly::BadDoorbell,
         Anomaly::BadRegisterWrite,
         Anomaly::BadAccess,
@@ -53,6 +56,7 @@ impl Anomaly {
         Anomaly::EventDropped,
         Anomaly::ForeignDoorbell,
         Anomaly::BadWqe,
+        Anomaly::BadFrame,
     ];
 
     /// The counter's name in logs and in the control channel's `status` line.
@@ -68,6 +72,7 @@ impl Anomaly {
             Anomaly::EventDropped => "events_dropped",
             Anomaly::ForeignDoorbell => "foreign_doorbells",
             Anomaly::BadWqe => "bad_wqes",
+            Anomaly::BadFrame => "bad_frames",
         }
     }
 }

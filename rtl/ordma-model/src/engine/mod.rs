@@ -20,6 +20,9 @@
 //!   [`requester`] (SQ WQEs to request packets), [`responder`] (requests to receive
 //!   completions, memory writes, read data, ACK/NAK), [`completer`] (answers to send CQEs,
 //!   RNR retries, errors and the flush in `ERR`, the timers of [`Nic::tick`]);
+//! - the wire between NICs: [`wire`] (RoCEv2 frames: Ethernet, IPv4, UDP, the IB
+//!   transport headers, ICRC), [`remote`] (the RC engine's roles over it: a window of
+//!   packets in flight, retransmission, duplicates, PSN sequence NAKs);
 //! - [`counters`]: counted, bounded logging of bad input.
 //!
 //! The `Nic` itself is plain data behind `&mut self`: whoever shares it between threads (the
@@ -37,9 +40,11 @@ pub mod pages;
 pub mod qp;
 pub mod qp_state;
 pub mod regs;
+pub mod remote;
 pub mod requester;
 pub mod responder;
 pub mod tables;
+pub mod wire;
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -165,6 +170,11 @@ pub struct Nic {
     /// MSI-X vectors waiting for bus mastering, one bit each.
     pending_irqs: u32,
     counters: Counters,
+    /// Where frames to other NICs go; `None`: no wire (requests to another LID are never
+    /// answered).
+    wire: Option<Box<dyn wire::Wire>>,
+    /// The QPs' state for the wire.
+    wire_qps: remote::Remotes,
 }
 
 /// A snapshot of the NIC's state for the control channel's `status`.
@@ -285,6 +295,8 @@ impl Nic {
             deferred_events: VecDeque::new(),
             pending_irqs: 0,
             counters: Counters::default(),
+            wire: None,
+            wire_qps: remote::Remotes::new(),
         }
     }
 
@@ -294,6 +306,13 @@ impl Nic {
             mem,
             open: self.bus_master,
         }
+    }
+
+    /// Connects the NIC to the wire between NICs (or, with `None`, disconnects it): QPs
+    /// whose AV's `dlid` is not the port's LID send their requests there, and
+    /// [`Nic::receive_frame`] takes what comes back.
+    pub fn set_wire(&mut self, wire: Option<Box<dyn wire::Wire>>) {
+        self.wire = wire;
     }
 
     /// PDs allocated now, for logs and tests.
@@ -332,6 +351,7 @@ impl Nic {
         let mut fresh = Self::new(self.config);
         fresh.bus_master = self.bus_master;
         fresh.counters = self.counters;
+        fresh.wire = self.wire.take();
         *self = fresh;
         if self.config.fault == Some(Fault::ResetStuck) {
             warn!("injected fault: the reset never completes");

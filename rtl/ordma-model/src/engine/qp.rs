@@ -202,6 +202,7 @@ impl Nic {
         match h.index.checked_add(hw::QPN_FIRST) {
             Some(qpn) if qpn <= hw::MAX_QUEUE_NUM => {
                 debug!(qpn, db_page = page, "QP created");
+                self.remote_forget(qpn);
                 (hw::AQ_OK, u64::from(qpn))
             }
             _ => {
@@ -238,6 +239,7 @@ impl Nic {
         match qp_index(p.num).and_then(|i| self.qps.remove_index(i)) {
             Some(qp) => {
                 debug!(qpn = p.num, state = qp.state, "QP destroyed");
+                self.remote_forget(p.num);
                 (hw::AQ_OK, 0)
             }
             None => (hw::AQ_BAD_PARAM, 0),

@@ -126,6 +126,9 @@ impl Nic {
             && mask & hw::QP_ATTR_EN_SQD_ASYNC_NOTIFY != 0
             && a.en_sqd_async_notify != 0;
         debug!(qpn = p.qpn, cur, next, "QP modified");
+        if next == hw::QPS_RESET {
+            self.remote_forget(p.qpn);
+        }
         if drained {
             self.queue_event(hw::EVENT_QP_SQ_DRAINED, p.qpn, 0);
         }

@@ -198,10 +198,10 @@ pub(super) fn wc_opcode(op: u8) -> u8 {
 }
 
 /// A checked send WQE, its local data translated.
-struct Request {
-    wqe: hw::SendWqe,
-    data: Data,
-    len: u64,
+pub(super) struct Request {
+    pub(super) wqe: hw::SendWqe,
+    pub(super) data: Data,
+    pub(super) len: u64,
 }
 
 /// How the head WQE ended this time.
@@ -215,7 +215,7 @@ pub(super) enum Step {
 }
 
 /// The BTH opcode of packet `i` of `n` of a SEND or WRITE message.
-fn opcode_of(op: u8, i: u64, n: u64) -> u8 {
+pub(super) fn opcode_of(op: u8, i: u64, n: u64) -> u8 {
     let (first, last) = (i == 0, i + 1 == n);
     match (op, first, last) {
         (hw::WR_SEND, true, true) => packet::SEND_ONLY,
@@ -255,6 +255,9 @@ impl Nic {
             if qp.state == hw::QPS_ERR {
                 return self.flush(qpn, mem, irq);
             }
+            if qp.attr.ah.dlid != self.config.lid && self.wire.is_some() {
+                return self.pump(qpn, mem, irq);
+            }
             if qp.state != hw::QPS_RTS || qp.dp.rnr_wait.is_some() || qp.sq.ci == qp.sq.pi {
                 return;
             }
@@ -281,7 +284,7 @@ impl Nic {
     }
 
     /// Checks WQE `raw` of QP `qp`; translates its local SGEs. The error is the status.
-    fn check(&self, qp: &Qp, raw: &[u8], mem: &dyn Dma) -> Result<Request, (u8, u32)> {
+    pub(super) fn check(&self, qp: &Qp, raw: &[u8], mem: &dyn Dma) -> Result<Request, (u8, u32)> {
         let op_err = (hw::WC_LOC_QP_OP_ERR, 0);
         let wqe = hw::SendWqe::decode(raw).ok_or(op_err)?;
         let inline = wqe.flags & hw::WQE_FLAG_INLINE != 0;
@@ -369,8 +372,8 @@ impl Nic {
         // CAST: at most MAX_MSG.
         let len32 = req.len as u32;
         if qp.attr.ah.dlid != self.config.lid {
-            // No route: the wire between NICs is not there yet; the request is never
-            // answered, as if every retry timed out.
+            // No route: this model has no wire (`--wire`); the request is never answered,
+            // as if every retry timed out.
             return (Step::Failed(hw::WC_RETRY_EXC_ERR, 0), op, true);
         }
         let mtu = mtu_bytes(qp.attr.path_mtu);

@@ -116,7 +116,7 @@ impl Nic {
 
     /// Translates the remote range for `access`, which the QP must allow too; `None` if
     /// refused. A zero-length range needs no MR (as soft-RoCE).
-    fn remote(
+    pub(super) fn remote(
         &self,
         qpn: u32,
         rkey: u32,

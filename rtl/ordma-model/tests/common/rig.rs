@@ -315,7 +315,17 @@ impl Rig {
 
     /// Two QPs A and B connected to each other, `f` adjusting both QPs' attributes.
     pub fn with(f: impl Fn(&mut hw::QpAttr)) -> Self {
-        let config = NicConfig::with_guid(0x42);
+        let mut rig = Self::bare(1);
+        let (a, b) = (rig.a.qpn, rig.b.qpn);
+        rig.connect(a, b, 100, 500, &f);
+        rig.connect(b, a, 500, 100, &f);
+        rig
+    }
+
+    /// A NIC with port LID `lid`, its PD, MRs, CQs and QPs A and B in `RESET`.
+    pub fn bare(lid: u16) -> Self {
+        let mut config = NicConfig::with_guid(0x42 + u64::from(lid));
+        config.lid = lid;
         let mem = anonymous(&[
             (SQ, LEN),
             (CQ, LEN),
@@ -380,9 +390,6 @@ impl Rig {
         rig.rcq = rig.cq(RINGS + 0x1_0000, BUF + 0x808);
         rig.a = rig.qp(RINGS + 0x10_0000, RINGS + 0x20_0000);
         rig.b = rig.qp(RINGS + 0x18_0000, RINGS + 0x28_0000);
-        let (a, b) = (rig.a.qpn, rig.b.qpn);
-        rig.connect(a, b, 100, 500, &f);
-        rig.connect(b, a, 500, 100, &f);
         rig
     }
 

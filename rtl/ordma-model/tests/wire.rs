@@ -1,0 +1,673 @@
+//! The RC engine between NICs over the wire: `Nic`s (LIDs 1, 2, once 3) in one test, QP A
+//! of NIC 1 connected to QP B of NIC 2, frames carried by an in-memory wire that can drop,
+//! duplicate and reorder them; and twice by the real Unix datagram sockets (`SocketWire`
+//! polled by the test; two `Device`s with their wire and timer threads).
+
+mod common;
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::rig::*;
+use ordma_hw as hw;
+use ordma_model::engine::counters::Anomaly;
+use ordma_model::engine::packet;
+use ordma_model::engine::wire::{self, Frame, Wire};
+
+const SIGNALED: u8 = hw::WQE_FLAG_SIGNALED;
+
+type Queue = Arc<Mutex<VecDeque<(u16, Vec<u8>)>>>;
+
+struct TestWire(Queue);
+
+impl Wire for TestWire {
+    fn send(&self, dlid: u16, frame: &[u8]) {
+        self.0.lock().unwrap().push_back((dlid, frame.to_vec()));
+    }
+}
+
+/// What the wire does with a frame.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Act {
+    Pass,
+    Drop,
+    Dup,
+    /// Held back and delivered after the next frame.
+    Hold,
+}
+
+type Fault = Box<dyn FnMut(u64, &Frame) -> Act>;
+
+struct Pair {
+    /// The NICs; NIC i has LID i + 1.
+    r: Vec<Rig>,
+    q: Queue,
+    frames: u64,
+    held: Option<(u16, Vec<u8>)>,
+    fault: Fault,
+    ticks: u32,
+}
+
+impl Pair {
+    /// NIC 1's QP A connected to NIC 2's QP B; `f` adjusts both QPs' attributes.
+    fn new(f: impl Fn(&mut hw::QpAttr)) -> Self {
+        let q = Queue::default();
+        let mut r = vec![Rig::bare(1), Rig::bare(2)];
+        for x in &mut r {
+            x.nic.set_wire(Some(Box::new(TestWire(Arc::clone(&q)))));
+        }
+        let (a, b) = (r[0].a.qpn, r[1].b.qpn);
+        r[0].connect(a, b, 100, 500, |at| {
+            at.ah.dlid = 2;
+            at.timeout = 10;
+            f(at);
+        });
+        r[1].connect(b, a, 500, 100, |at| {
+            at.ah.dlid = 1;
+            at.timeout = 10;
+            f(at);
+        });
+        Self {
+            r,
+            q,
+            frames: 0,
+            held: None,
+            fault: Box::new(|_, _| Act::Pass),
+            ticks: 0,
+        }
+    }
+
+    fn deliver(&mut self, dlid: u16, frame: &[u8]) {
+        let Some(r) = self.r.get_mut(usize::from(dlid).wrapping_sub(1)) else {
+            return;
+        };
+        r.nic.receive_frame(frame, &r.mem, &r.irq);
+    }
+
+    /// Runs the wire until it is quiet; while a NIC waits for a timer, fires it (as if
+    /// 10 s had passed), at most `max_ticks` times.
+    fn settle(&mut self, max_ticks: u32) {
+        let mut ticks = 0;
+        for _ in 0..10_000_000 {
+            let next = self.q.lock().unwrap().pop_front();
+            if let Some((dlid, f)) = next {
+                self.frames += 1;
+                let decoded = wire::decode(&f).expect("the NICs send good frames");
+                match (self.fault)(self.frames, &decoded) {
+                    Act::Pass => self.deliver(dlid, &f),
+                    Act::Drop => {}
+                    Act::Dup => {
+                        self.deliver(dlid, &f);
+                        self.deliver(dlid, &f);
+                    }
+                    Act::Hold => {
+                        if let Some((d, h)) = self.held.replace((dlid, f)) {
+                            self.deliver(d, &h);
+                        }
+                        continue;
+                    }
+                }
+                if let Some((d, h)) = self.held.take() {
+                    self.deliver(d, &h);
+                }
+                continue;
+            }
+            if let Some((d, h)) = self.held.take() {
+                self.deliver(d, &h);
+                continue;
+            }
+            if ticks == max_ticks || !self.r.iter().any(|r| r.nic.timers_pending()) {
+                return;
+            }
+            ticks += 1;
+            self.ticks += 1;
+            let later = Instant::now() + Duration::from_secs(10);
+            for r in &mut self.r {
+                r.nic.tick(later, &r.mem, &r.irq);
+            }
+        }
+        panic!("the wire never went quiet");
+    }
+}
+
+const SIZES: [u32; 8] = [0, 1, 3, 4095, 4096, 4097, 65536 + 5, 2 << 20];
+
+/// SEND, WRITE, WRITE_IMM, READ of `size` bytes from NIC 1 to NIC 2, bytes checked.
+fn every_op(p: &mut Pair, n: u64, size: u32) {
+    let (a, b) = (p.r[0].a.qpn, p.r[1].b.qpn);
+    let big = p.r[0].big;
+    let data = bytes(n, size as usize);
+    let src = BIG_VA + 0x1234;
+    let dst = BIG_VA + (8 << 20) + 0x777;
+    let slack = vec![0xee; size as usize + 16];
+    // SEND with immediate into a receive on B.
+    p.r[0].fill(src, &data);
+    p.r[1].fill(dst, &slack);
+    let big1 = p.r[1].big;
+    let ri = p.r[1].recv('b', &split(dst, size + 16, 3, big1));
+    let mut w = wqe(hw::WR_SEND_IMM, SIGNALED, 2);
+    w.imm = 0x5151_0000 + n as u32;
+    let si = p.r[0].send('a', w, &split(src, size, 2, big), &[]);
+    p.settle(50);
+    let c = p.r[0].cqe('s');
+    assert_eq!(
+        (c.status, c.opcode, c.wqe_index, c.qpn, c.byte_len),
+        (hw::WC_SUCCESS, hw::WC_SEND, si, a, size),
+        "SEND size {size}"
+    );
+    let c = p.r[1].cqe('r');
+    assert_eq!(
+        (
+            c.status,
+            c.opcode,
+            c.wqe_index,
+            c.qpn,
+            c.byte_len,
+            c.src_qp,
+            c.imm
+        ),
+        (hw::WC_SUCCESS, hw::WC_RECV, ri, b, size, a, w.imm),
+        "RECV size {size}"
+    );
+    let got = p.r[1].read(dst, size as usize + 16);
+    assert!(got[..size as usize] == data[..], "SEND size {size}: bytes");
+    assert_eq!(got[size as usize..], [0xee; 16], "SEND size {size}: beyond");
+    // WRITE with immediate (one receive), then a plain WRITE over it.
+    let data2 = bytes(n + 1000, size as usize);
+    p.r[0].fill(src, &data2);
+    let ri = p.r[1].recv('b', &[]);
+    let mut w = wqe(hw::WR_RDMA_WRITE_IMM, SIGNALED, 1);
+    (w.remote_addr, w.rkey, w.imm) = (dst, big1, 77);
+    p.r[0].send('a', w, &[sge(src, size, big)], &[]);
+    p.settle(50);
+    let c = p.r[0].cqe('s');
+    assert_eq!((c.status, c.opcode), (hw::WC_SUCCESS, hw::WC_RDMA_WRITE));
+    let c = p.r[1].cqe('r');
+    assert_eq!(
+        (c.status, c.opcode, c.wqe_index, c.byte_len, c.imm),
+        (hw::WC_SUCCESS, hw::WC_RECV_RDMA_IMM, ri, size, 77),
+        "WRITE_IMM size {size}"
+    );
+    assert!(p.r[1].read(dst, size as usize) == data2, "WRITE_IMM bytes");
+    let data3 = bytes(n + 2000, size as usize);
+    p.r[0].fill(src + 1, &data3);
+    let mut w = wqe(hw::WR_RDMA_WRITE, SIGNALED, 1);
+    (w.remote_addr, w.rkey) = (dst, big1);
+    p.r[0].send('a', w, &[sge(src + 1, size, big)], &[]);
+    p.settle(50);
+    let c = p.r[0].cqe('s');
+    assert_eq!(
+        (c.status, c.opcode, c.byte_len),
+        (hw::WC_SUCCESS, hw::WC_RDMA_WRITE, size)
+    );
+    assert!(p.r[1].read(dst, size as usize) == data3, "WRITE bytes");
+    // READ it back into NIC 1.
+    let back = BIG_VA + (12 << 20) + 0x99;
+    p.r[0].fill(back, &slack);
+    let mut w = wqe(hw::WR_RDMA_READ, SIGNALED, 3);
+    (w.remote_addr, w.rkey) = (dst, big1);
+    p.r[0].send('a', w, &split(back, size, 3, big), &[]);
+    p.settle(50);
+    let c = p.r[0].cqe('s');
+    assert_eq!(
+        (c.status, c.opcode, c.byte_len),
+        (hw::WC_SUCCESS, hw::WC_RDMA_READ, size),
+        "READ size {size}"
+    );
+    let got = p.r[0].read(back, size as usize + 16);
+    assert!(got[..size as usize] == data3[..], "READ size {size}: bytes");
+    assert_eq!(got[size as usize..], [0xee; 16], "READ size {size}: beyond");
+    assert!(p.r[0].poll('s').is_none() && p.r[1].poll('r').is_none());
+    assert!(p.r[1].poll('s').is_none() && p.r[0].poll('r').is_none());
+}
+
+#[test]
+fn send_write_write_imm_read_every_size_between_nics() {
+    let mut p = Pair::new(|_| {});
+    for (n, &size) in SIZES.iter().enumerate() {
+        every_op(&mut p, n as u64, size);
+    }
+    assert_eq!(p.ticks, 0, "nothing was lost: no timer fired");
+    let (a, b) = (p.r[0].a.qpn, p.r[1].b.qpn);
+    assert_eq!(p.r[0].state(a), hw::QPS_RTS);
+    assert_eq!(p.r[1].state(b), hw::QPS_RTS);
+    // PSNs moved on both sides alike.
+    let (qa, qb) = (p.r[0].query(a), p.r[1].query(b));
+    assert_eq!(qa.sq_psn, qb.rq_psn);
+    assert!(qa.sq_psn > 100 + 512 * 4);
+    for r in &p.r {
+        assert_eq!(r.nic.counters().get(Anomaly::BadFrame), 0);
+    }
+}
+
+#[test]
+fn lost_frames_are_sent_again() {
+    let mut p = Pair::new(|_| {});
+    // One frame in seven (requests, ACKs and read responses alike), at random, is lost.
+    // (Every 7th exactly can starve a retry whose frame count is a multiple of 7.)
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    p.fault = Box::new(move |_, _| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        if x % 7 == 0 {
+            Act::Drop
+        } else {
+            Act::Pass
+        }
+    });
+    for (n, &size) in [1u32, 4097, 300_000].iter().enumerate() {
+        every_op(&mut p, n as u64, size);
+    }
+    assert!(p.ticks > 0, "the transport timer resent");
+}
+
+#[test]
+fn lost_last_frame_and_lost_ack() {
+    for which in [packet::SEND_ONLY_IMM, packet::ACKNOWLEDGE] {
+        let mut p = Pair::new(|_| {});
+        let mut once = true;
+        p.fault = Box::new(move |_, f| {
+            if f.packet.bth.opcode == which && once {
+                once = false;
+                Act::Drop
+            } else {
+                Act::Pass
+            }
+        });
+        every_op(&mut p, 9, 100);
+        assert_eq!(p.ticks, 1, "one timeout, one resend");
+    }
+}
+
+#[test]
+fn duplicated_frames_execute_once() {
+    let mut p = Pair::new(|_| {});
+    p.fault = Box::new(|_, _| Act::Dup);
+    for (n, &size) in [0u32, 5, 8192, 70_000].iter().enumerate() {
+        // every_op checks that one receive is consumed per message and no CQE more.
+        every_op(&mut p, n as u64, size);
+    }
+    // A duplicated WRITE_IMM with two receives posted consumes one.
+    let big1 = p.r[1].big;
+    p.r[1].recv('b', &[]);
+    p.r[1].recv('b', &[]);
+    let mut w = wqe(hw::WR_RDMA_WRITE_IMM, SIGNALED, 0);
+    (w.remote_addr, w.rkey, w.imm) = (BIG_VA, big1, 5);
+    p.r[0].send('a', w, &[], &[]);
+    p.settle(50);
+    assert_eq!(p.r[0].cqe('s').status, hw::WC_SUCCESS);
+    assert_eq!(p.r[1].cqe('r').imm, 5);
+    assert!(
+        p.r[1].poll('r').is_none(),
+        "the duplicate consumed no receive"
+    );
+}
+
+#[test]
+fn reordered_frames_nak_then_recover() {
+    let mut p = Pair::new(|_| {});
+    let naks = Arc::new(Mutex::new(0));
+    let n2 = Arc::clone(&naks);
+    let reads = Arc::new(Mutex::new(0));
+    let r2 = Arc::clone(&reads);
+    p.fault = Box::new(move |n, f| {
+        if f.packet.bth.opcode == packet::READ_REQUEST {
+            *r2.lock().unwrap() += 1;
+        }
+        if let Some(a) = f.packet.aeth {
+            if a.syndrome == packet::Syndrome::Nak(packet::NakCode::PsnSeq) {
+                *n2.lock().unwrap() += 1;
+            }
+        }
+        if n % 5 == 0 {
+            Act::Hold
+        } else {
+            Act::Pass
+        }
+    });
+    for (n, &size) in [4096u32 * 3, 100_000, 1 << 20].iter().enumerate() {
+        every_op(&mut p, n as u64, size);
+    }
+    assert!(*naks.lock().unwrap() > 0, "PSN sequence NAKs were sent");
+    assert!(
+        *reads.lock().unwrap() > 3,
+        "gaps in the read responses asked for the rest"
+    );
+}
+
+#[test]
+fn peer_gone_ends_in_retry_exc_err() {
+    let mut p = Pair::new(|a| a.retry_cnt = 3);
+    let sent = Arc::new(Mutex::new(0));
+    let s2 = Arc::clone(&sent);
+    p.fault = Box::new(move |_, _| {
+        *s2.lock().unwrap() += 1;
+        Act::Drop
+    });
+    let a = p.r[0].a.qpn;
+    let big1 = p.r[1].big;
+    let mut w = wqe(hw::WR_RDMA_WRITE, SIGNALED, 0);
+    (w.remote_addr, w.rkey) = (BIG_VA, big1);
+    let si = p.r[0].send('a', w, &[], &[]);
+    let w2 = p.r[0].send('a', wqe(hw::WR_SEND, SIGNALED, 0), &[], &[]);
+    p.settle(100);
+    let c = p.r[0].cqe('s');
+    assert_eq!((c.status, c.wqe_index), (hw::WC_RETRY_EXC_ERR, si));
+    let c = p.r[0].cqe('s');
+    assert_eq!((c.status, c.wqe_index), (hw::WC_WR_FLUSH_ERR, w2));
+    assert_eq!(p.r[0].state(a), hw::QPS_ERR);
+    assert_eq!(
+        *sent.lock().unwrap(),
+        4,
+        "the first send and retry_cnt resends"
+    );
+    assert_eq!(p.ticks, 4);
+    assert!(!p.r[0].nic.timers_pending());
+}
+
+#[test]
+fn three_nics_on_one_segment() {
+    // NIC 1's QP A to NIC 2's QP B, NIC 3's QP A to NIC 2's QP A: two peers send to
+    // NIC 2 at once, frames interleaved on the one wire.
+    let mut p = Pair::new(|_| {});
+    let mut third = Rig::bare(3);
+    third
+        .nic
+        .set_wire(Some(Box::new(TestWire(Arc::clone(&p.q)))));
+    p.r.push(third);
+    let (a3, a2) = (p.r[2].a.qpn, p.r[1].a.qpn);
+    p.r[2].connect(a3, a2, 7000, 9000, |at| at.ah.dlid = 2);
+    p.r[1].connect(a2, a3, 9000, 7000, |at| at.ah.dlid = 3);
+    let n = 300_000;
+    let (d1, d3) = (bytes(31, n), bytes(33, n));
+    p.r[0].fill(BIG_VA, &d1);
+    p.r[2].fill(BIG_VA, &d3);
+    let big2 = p.r[1].big;
+    p.r[1].recv('b', &[sge(BIG_VA, n as u32, big2)]);
+    p.r[1].recv('a', &[sge(BIG_VA + (4 << 20), n as u32, big2)]);
+    let (big1, big3) = (p.r[0].big, p.r[2].big);
+    p.r[0].put_send(
+        'a',
+        wqe(hw::WR_SEND, SIGNALED, 1),
+        &[sge(BIG_VA, n as u32, big1)],
+        &[],
+    );
+    p.r[2].put_send(
+        'a',
+        wqe(hw::WR_SEND, SIGNALED, 1),
+        &[sge(BIG_VA, n as u32, big3)],
+        &[],
+    );
+    p.r[0].ring_sq('a');
+    p.r[2].ring_sq('a');
+    p.settle(10);
+    assert_eq!(p.ticks, 0);
+    for i in [0, 2] {
+        let c = p.r[i].cqe('s');
+        assert_eq!(
+            (c.status, c.byte_len),
+            (hw::WC_SUCCESS, n as u32),
+            "NIC {}",
+            i + 1
+        );
+    }
+    let mut from: Vec<u32> = (0..2).map(|_| p.r[1].cqe('r').src_qp).collect();
+    from.sort_unstable();
+    assert_eq!(from, [p.r[0].a.qpn, a3]);
+    assert!(p.r[1].read(BIG_VA, n) == d1, "from NIC 1");
+    assert!(p.r[1].read(BIG_VA + (4 << 20), n) == d3, "from NIC 3");
+}
+
+#[test]
+fn link_down_sends_nothing() {
+    let mut p = Pair::new(|a| a.retry_cnt = 2);
+    let r = &mut p.r[0];
+    r.nic.set_link(false, &r.mem, &r.irq);
+    r.send('a', wqe(hw::WR_SEND, SIGNALED, 0), &[], &[]);
+    p.settle(10);
+    assert_eq!(p.r[0].cqe('s').status, hw::WC_RETRY_EXC_ERR);
+    assert_eq!((p.frames, p.ticks), (0, 3));
+}
+
+#[test]
+fn infinite_timeout_never_gives_up_and_no_lid_is_no_route() {
+    let mut p = Pair::new(|a| a.timeout = 0);
+    p.fault = Box::new(|_, _| Act::Drop);
+    p.r[0].send('a', wqe(hw::WR_SEND, SIGNALED, 0), &[], &[]);
+    p.settle(10);
+    assert!(p.r[0].poll('s').is_none(), "timeout 0: waits forever");
+    assert!(!p.r[0].nic.timers_pending());
+    // Without a wire, another LID is no route, as before.
+    let mut r = Rig::with(|a| a.ah.dlid = 9);
+    r.send('a', wqe(hw::WR_SEND, SIGNALED, 0), &[], &[]);
+    assert_eq!(r.cqe('s').status, hw::WC_RETRY_EXC_ERR);
+}
+
+#[test]
+fn rnr_across_the_wire() {
+    let mut p = Pair::new(|a| a.rnr_retry = 7);
+    let src = BIG_VA;
+    let big = p.r[0].big;
+    let data = bytes(3, 10_000);
+    p.r[0].fill(src, &data);
+    let si = p.r[0].send(
+        'a',
+        wqe(hw::WR_SEND, SIGNALED, 1),
+        &[sge(src, 10_000, big)],
+        &[],
+    );
+    p.settle(3);
+    assert!(p.r[0].poll('s').is_none(), "RNR: waiting");
+    let big1 = p.r[1].big;
+    let dst = BIG_VA + (1 << 20);
+    p.r[1].recv('b', &[sge(dst, 10_000, big1)]);
+    p.settle(3);
+    let c = p.r[0].cqe('s');
+    assert_eq!((c.status, c.wqe_index), (hw::WC_SUCCESS, si));
+    assert_eq!(p.r[1].cqe('r').byte_len, 10_000);
+    assert!(p.r[1].read(dst, 10_000) == data);
+    // rnr_retry 1: one retry, then RNR_RETRY_EXC_ERR.
+    let mut p = Pair::new(|a| a.rnr_retry = 1);
+    p.r[0].send('a', wqe(hw::WR_SEND, SIGNALED, 0), &[], &[]);
+    p.settle(10);
+    assert_eq!(p.r[0].cqe('s').status, hw::WC_RNR_RETRY_EXC_ERR);
+    assert_eq!(p.ticks, 1);
+}
+
+#[test]
+fn remote_access_error_across_the_wire() {
+    let mut p = Pair::new(|_| {});
+    let (a, b) = (p.r[0].a.qpn, p.r[1].b.qpn);
+    let mut w = wqe(hw::WR_RDMA_WRITE, SIGNALED, 0);
+    (w.remote_addr, w.rkey, w.inline_len, w.flags) =
+        (RO_VA, p.r[1].ro, 4, SIGNALED | hw::WQE_FLAG_INLINE);
+    p.r[0].send('a', w, &[], b"abcd");
+    p.settle(10);
+    assert_eq!(p.r[0].cqe('s').status, hw::WC_REM_ACCESS_ERR);
+    assert_eq!(p.r[0].state(a), hw::QPS_ERR);
+    assert_eq!(p.r[1].state(b), hw::QPS_ERR);
+}
+
+#[test]
+fn hostile_frames_never_panic() {
+    let mut p = Pair::new(|_| {});
+    // A good frame to mutate.
+    let pkt = packet::Packet {
+        bth: packet::Bth {
+            opcode: packet::SEND_ONLY,
+            dest_qp: p.r[1].b.qpn,
+            psn: 500,
+            ack_req: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let good = wire::encode(1, 2, 2, &pkt, b"xyz");
+    let mut x = 0x1234_5678_9abc_def0u64;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let r = &mut p.r[1];
+    for i in 0..20_000 {
+        let f: Vec<u8> = if i % 2 == 0 {
+            let n = (rnd() % 200) as usize;
+            (0..n).map(|_| rnd() as u8).collect()
+        } else {
+            let mut f = good.clone();
+            for _ in 0..1 + rnd() % 3 {
+                let at = (rnd() as usize) % f.len();
+                f[at] = rnd() as u8;
+            }
+            f.truncate(f.len() - (rnd() % 2) as usize * (rnd() as usize % f.len()));
+            f
+        };
+        r.nic.receive_frame(&f, &r.mem, &r.irq);
+    }
+    let bad = r.nic.counters().get(Anomaly::BadFrame);
+    assert!(bad > 19_000, "{bad}");
+    // A good frame for another LID is refused and counted too.
+    let other = wire::encode(1, 5, 2, &pkt, b"xyz");
+    r.nic.receive_frame(&other, &r.mem, &r.irq);
+    assert_eq!(r.nic.counters().get(Anomaly::BadFrame), bad + 1);
+    // Valid frames with hostile headers: every opcode, PSNs, QPNs.
+    for op in 0..=0x11u8 {
+        for (qpn, psn) in [(p.r[1].b.qpn, 500), (p.r[1].b.qpn, 0x80_0000), (77, 500)] {
+            let (reth, aeth, imm) = packet::headers(op).unwrap();
+            let pkt = packet::Packet {
+                bth: packet::Bth {
+                    opcode: op,
+                    dest_qp: qpn,
+                    psn,
+                    ack_req: true,
+                    ..Default::default()
+                },
+                reth: reth.then_some(packet::Reth {
+                    va: u64::MAX - 3,
+                    rkey: rnd() as u32,
+                    dma_len: u32::MAX,
+                }),
+                aeth: aeth.then_some(packet::Aeth {
+                    syndrome: packet::Syndrome::Ack(0),
+                    msn: 0,
+                }),
+                imm: imm.then_some([9; 4]),
+            };
+            let f = wire::encode(1, 2, 2, &pkt, &[7; 33]);
+            let r = &mut p.r[1];
+            r.nic.receive_frame(&f, &r.mem, &r.irq);
+        }
+    }
+    p.settle(10);
+}
+
+#[test]
+fn socket_wire_carries_frames() {
+    let dir = std::env::temp_dir().join(format!("ordma-wire-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut r = [Rig::bare(1), Rig::bare(2)];
+    let mut rx = Vec::new();
+    for (i, x) in r.iter_mut().enumerate() {
+        let (w, sock) = ordma_model::wire::SocketWire::bind(&dir, i as u16 + 1).unwrap();
+        sock.set_nonblocking(true).unwrap();
+        x.nic.set_wire(Some(Box::new(w)));
+        rx.push(sock);
+    }
+    let (a, b) = (r[0].a.qpn, r[1].b.qpn);
+    r[0].connect(a, b, 1, 2, |at| at.ah.dlid = 2);
+    r[1].connect(b, a, 2, 1, |at| at.ah.dlid = 1);
+    let data = bytes(8, 200_000);
+    let (big0, big1) = (r[0].big, r[1].big);
+    r[0].fill(BIG_VA, &data);
+    let mut w = wqe(hw::WR_RDMA_WRITE, SIGNALED, 1);
+    (w.remote_addr, w.rkey) = (BIG_VA + 0x100, big1);
+    r[0].send('a', w, &[sge(BIG_VA, 200_000, big0)], &[]);
+    let mut buf = vec![0u8; wire::MAX_FRAME];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let cqe = loop {
+        let mut quiet = true;
+        for (i, s) in rx.iter().enumerate() {
+            while let Ok(n) = s.recv(&mut buf) {
+                quiet = false;
+                r[i].nic.receive_frame(&buf[..n], &r[i].mem, &r[i].irq);
+            }
+        }
+        if let Some(c) = r[0].poll('s') {
+            break c;
+        }
+        if quiet {
+            r[0].nic.tick(Instant::now(), &r[0].mem, &r[0].irq);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(Instant::now() < deadline, "no completion");
+    };
+    assert_eq!(cqe.status, hw::WC_SUCCESS);
+    assert!(r[1].read(BIG_VA + 0x100, 200_000) == data);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn two_devices_on_the_socket_wire_in_threads() {
+    use ordma_model::device::Device;
+    use ordma_model::engine::{Nic, NicConfig};
+    use ordma_model::mem::GuestRam;
+
+    let dir = std::env::temp_dir().join(format!("ordma-wire-dev-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut r = [Rig::bare(1), Rig::bare(2)];
+    let (a, b) = (r[0].a.qpn, r[1].b.qpn);
+    r[0].connect(a, b, 10, 20, |at| at.ah.dlid = 2);
+    r[1].connect(b, a, 20, 10, |at| at.ah.dlid = 1);
+    let size = 2usize << 20;
+    let data = bytes(21, size);
+    let (big0, big1) = (r[0].big, r[1].big);
+    r[0].fill(BIG_VA, &data);
+    // The NICs move into devices on the real wire, with their timer threads.
+    let devs: Vec<_> = r
+        .iter_mut()
+        .enumerate()
+        .map(|(i, x)| {
+            let nic = std::mem::replace(&mut x.nic, Nic::new(NicConfig::with_guid(0)));
+            let dev = Arc::new(Device::new(nic, GuestRam::new(x.mem.clone())));
+            ordma_model::wire::attach(&dev, &dir, i as u16 + 1).unwrap();
+            Device::spawn_timers(&dev).unwrap();
+            dev
+        })
+        .collect();
+    let ring = |x: &Rig, dev: &Device| {
+        let v = hw::db_value(x.a.qpn, x.a.sq_pi);
+        let off = u64::from(PAGE) * hw::DB_PAGE_SIZE as u64 + hw::DB_SQ as u64;
+        let mut l = dev.lock();
+        let (mem, irq) = (l.mem.clone(), l.irq);
+        l.nic.doorbell_write(off, 4, v, &*mem, irq);
+    };
+    let wait = |x: &mut Rig| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(c) = x.poll('s') {
+                return c;
+            }
+            assert!(Instant::now() < deadline, "no completion");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    };
+    let mut w = wqe(hw::WR_RDMA_WRITE, SIGNALED, 1);
+    (w.remote_addr, w.rkey) = (BIG_VA + (4 << 20), big1);
+    r[0].put_send('a', w, &[sge(BIG_VA, size as u32, big0)], &[]);
+    ring(&r[0], &devs[0]);
+    let c = wait(&mut r[0]);
+    assert_eq!((c.status, c.byte_len), (hw::WC_SUCCESS, size as u32));
+    assert!(r[1].read(BIG_VA + (4 << 20), size) == data, "WRITE bytes");
+    let mut w = wqe(hw::WR_RDMA_READ, SIGNALED, 1);
+    (w.remote_addr, w.rkey) = (BIG_VA + (4 << 20), big1);
+    r[0].put_send('a', w, &[sge(BIG_VA + (8 << 20), size as u32, big0)], &[]);
+    ring(&r[0], &devs[0]);
+    let c = wait(&mut r[0]);
+    assert_eq!((c.status, c.byte_len), (hw::WC_SUCCESS, size as u32));
+    assert!(r[0].read(BIG_VA + (8 << 20), size) == data, "READ bytes");
+    std::fs::remove_dir_all(&dir).ok();
+}
