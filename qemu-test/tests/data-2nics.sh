@@ -1,0 +1,65 @@
+#!/bin/bash
+# VM test: the data path between two NICs on one wire (RoCEv2 frames between the two NIC
+# model processes, qemu-test/vm-inner.sh's --wire), every byte verified:
+# - qemu-test/progs/verbs-data: a QP on ordma0 and one on ordma1: SEND, SEND with
+#   immediate, WRITE, WRITE with immediate, READ from 0 B to 2 MiB; the error completions
+#   across the wire; RNR retried until a receive is posted; a completion event;
+# - ibv_rc_pingpong, unmodified, server on ordma0, client on ordma1, --chk, polling and -e;
+# - perftest, unmodified, server on ordma0, client on ordma1: ib_send_bw, ib_send_lat,
+#   ib_write_bw, ib_write_lat, ib_read_bw, ib_read_lat (few iterations: a test, not a
+#   benchmark);
+# - afterwards neither NIC holds a PD, MR, CQ or QP, and no frame was refused.
+# nics: 2
+# timeout: 600
+set -euo pipefail
+fail() { echo "FAIL: $*"; exit 1; }
+P=/ordma/src/qemu-test/progs
+source $P/nic-control.sh
+VD=/ordma/payload/ordma-verbs-data
+[ -x $VD ] || fail "no ordma-verbs-data in the payload (the provider-build step builds it)"
+objects() { nic_ctl "$1" status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*'; }
+
+$VD --dev ordma0 --dev2 ordma1 transfers errors rnr events || fail "ordma-verbs-data between two NICs"
+
+# A server on ordma0 in the background, its client on ordma1 (over TCP on this machine).
+pair_run() { # NAME PORT SERVER_CMD... -- CLIENT_CMD...
+	local name=$1 port=$2 spid rc=0 srv=() cli=()
+	shift 2
+	while [ "$1" != -- ]; do srv+=("$1"); shift; done
+	shift
+	cli=("$@")
+	"${srv[@]}" -p "$port" >/tmp/srv.out 2>&1 &
+	spid=$!
+	sleep 1
+	timeout 120 "${cli[@]}" -p "$port" localhost >/tmp/cli.out 2>&1 || rc=$?
+	timeout 30 tail --pid=$spid -f /dev/null || { kill $spid 2>/dev/null; rc=124; }
+	wait $spid || rc=$?
+	echo "----- $name (server, client)"
+	cat /tmp/srv.out /tmp/cli.out
+	[ $rc = 0 ] || fail "$name exited with $rc"
+}
+pair_run "ibv_rc_pingpong 4096 B" 18515 ibv_rc_pingpong -d ordma0 -s 4096 -n 500 -c -- ibv_rc_pingpong -d ordma1 -s 4096 -n 500 -c
+grep -q "500 iters in" /tmp/cli.out || fail "ibv_rc_pingpong: no result line"
+pair_run "ibv_rc_pingpong 64 KiB, events" 18516 ibv_rc_pingpong -d ordma0 -s 65536 -n 100 -c -e -- ibv_rc_pingpong -d ordma1 -s 65536 -n 100 -c -e
+grep -q "100 iters in" /tmp/cli.out || fail "ibv_rc_pingpong -e: no result line"
+echo "ok: ibv_rc_pingpong between ordma0 and ordma1, polling and with -e, --chk"
+
+port=18600
+for t in ib_send_bw ib_write_bw ib_read_bw; do
+	pair_run "$t" $port $t -d ordma0 -F -n 200 -s 65536 -- $t -d ordma1 -F -n 200 -s 65536
+	grep -Eq '^ *65536 +200 ' /tmp/cli.out || fail "$t: no result line for 65536 B x 200"
+	port=$((port + 1))
+done
+for t in ib_send_lat ib_write_lat ib_read_lat; do
+	pair_run "$t" $port $t -d ordma0 -F -n 200 -s 64 -- $t -d ordma1 -F -n 200 -s 64
+	grep -Eq '^ *64 +200 ' /tmp/cli.out || fail "$t: no result line for 64 B x 200"
+	port=$((port + 1))
+done
+echo "ok: perftest's bandwidth and latency tests between ordma0 and ordma1"
+
+for n in 0 1; do
+	[ "$(objects $n)" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "NIC $n still holds $(objects $n)"
+	s=$(nic_ctl $n status)
+	[[ $s == *" bad_frames=0"* ]] || fail "NIC $n refused frames: $s"
+done
+echo "PASS: data-2nics"
