@@ -22,5 +22,11 @@ rdma resource show
 rdma resource show qp | grep ordma0 || true
 kill $holder
 wait $holder 2>/dev/null || true
+echo "== the data path: ibv_rc_pingpong, unmodified, client and server on ordma0 (--chk: every byte checked)"
+ibv_rc_pingpong -d ordma0 -s 4096 -n 200 -c >/tmp/pp-server.out 2>&1 &
+pp=$!
+sleep 0.5
+ibv_rc_pingpong -d ordma0 -s 4096 -n 200 -c localhost || echo "(ibv_rc_pingpong failed)"
+wait $pp || echo "(the server failed: $(cat /tmp/pp-server.out))"
 echo "== dmesg (ordma, infiniband)"
 dmesg | grep -iE 'ordma|infiniband|rdma' | grep -v 'command line' || echo "(nothing)"
