@@ -8,6 +8,7 @@
 #                     libordma-rdmav34.so)
 #   make run          boot a VM with ordma loaded and show it working
 #   make test         everything: lint, unit tests, module build, VM tests
+#   make bench        perftest over ordma and soft-RoCE in one VM: bench-results/latest/table.md
 #   make test T=vm-verbs-provider   one step (or several: shell patterns, space-separated)
 #   make fmt          format the kernel crate (kernel's rustfmt config) and the workspace
 #   make clean        remove build products from the tree
@@ -19,7 +20,7 @@
 
 ORDMA := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 
-.PHONY: all modules model provider run test clean fmt
+.PHONY: all modules model provider run test bench clean fmt
 
 ifneq ($(KDIR),)
 # Direct build against a given tree (also what the wrapper below runs inside the root).
@@ -56,6 +57,10 @@ run:
 	$(ORDMA)/scripts/build-root.sh >/dev/null
 	$(ORDMA)/scripts/root-versions.sh --check
 	$(ORDMA)/qemu-test/run --nics 1 -- bash /ordma/src/qemu-test/demo.sh
+
+bench:
+	$(ORDMA)/scripts/build-root.sh >/dev/null
+	$(ORDMA)/scripts/bench.sh
 
 # T=<step names or shell patterns> on make's command line runs only those steps (and the
 # builds they need); a T in the environment is ignored, so CI's `make test` is everything.

@@ -1,0 +1,76 @@
+#!/bin/bash
+# `make bench`, inside the guest (two ordma NICs on one wire, and soft-RoCE rxe0 over eth0 in
+# the same VM): unmodified perftest and ibv_rc_pingpong over
+#   rxe     soft-RoCE, server and client on rxe0 (the baseline),
+#   lo      ordma, server and client on ordma0 (loopback in the NIC),
+#   2nics   ordma, server on ordma0, client on ordma1 (RoCEv2 frames between the models),
+# one after another in the same boot. Raw outputs go to /ordma/results/bench/, and one line
+# per (test, size, device) to /ordma/results/bench/results.tsv:
+#   test  bytes  device  value  unit
+set -uo pipefail
+OUT=/ordma/results/bench
+mkdir -p $OUT
+TSV=$OUT/results.tsv
+printf 'test\tbytes\tdevice\tvalue\tunit\n' >$TSV
+say() { echo "[bench $(date +%H:%M:%S)] $*"; }
+
+modprobe rdma_rxe
+rdma link add rxe0 type rxe netdev eth0
+gid=
+for _ in $(seq 50); do
+	for f in /sys/class/infiniband/rxe0/ports/1/gids/*; do
+		[ "$(cat "$f" 2>/dev/null)" = "0000:0000:0000:0000:0000:ffff:0a00:020f" ] && { gid=${f##*/}; break 2; }
+	done
+	sleep 0.1
+done
+[ -n "$gid" ] || { echo "no IPv4 GID on rxe0"; exit 1; }
+
+port=19000
+# run NAME DEVICE-KIND SERVER_ARGS... : runs the server and its client; the client's output in
+# $OUT/NAME-KIND.txt
+run() {
+	local name=$1 kind=$2 srv cli spid rc=0
+	shift 2
+	case $kind in
+	rxe) srv=(-d rxe0); cli=(-d rxe0) ;;
+	lo) srv=(-d ordma0); cli=(-d ordma0) ;;
+	2nics) srv=(-d ordma0); cli=(-d ordma1) ;;
+	esac
+	[ $kind != rxe ] || { srv+=(-x "$gid"); cli+=(-x "$gid"); }
+	[[ $1 != ibv_rc_pingpong ]] || { [ $kind != rxe ] || { srv=(-d rxe0 -g "$gid"); cli=(-d rxe0 -g "$gid"); }; }
+	port=$((port + 1))
+	"$1" "${srv[@]}" -p $port "${@:2}" >"$OUT/$name-$kind.server.txt" 2>&1 &
+	spid=$!
+	for _ in $(seq 100); do ss -ltn | grep -q ":$port " && break; sleep 0.1; done
+	timeout 300 "$1" "${cli[@]}" -p $port "${@:2}" 127.0.0.1 >"$OUT/$name-$kind.txt" 2>&1 || rc=$?
+	timeout 30 tail --pid=$spid -f /dev/null || kill $spid 2>/dev/null
+	wait $spid 2>/dev/null
+	[ $rc = 0 ] || say "$name on $kind exited with $rc (see $OUT/$name-$kind.txt)"
+}
+# The client's result line for SIZE: perftest's "SIZE ITERS ..." row.
+row() { grep -E "^ *$2 +[0-9]+ " "$OUT/$1.txt" | tail -n1; }
+
+for kind in rxe lo 2nics; do
+	say "$kind: ib_write_bw, ib_read_bw, ib_send_bw"
+	for size in 4096 65536 2097152; do
+		iters=$([ $size = 2097152 ] && echo 40 || echo 400)
+		for t in ib_write_bw ib_read_bw ib_send_bw; do
+			run "$t-$size" $kind $t -F -s $size -n $iters
+			v=$(row "$t-$size-$kind" $size | awk '{print $4}')
+			printf '%s\t%s\t%s\t%s\tMiB/s\n' $t $size $kind "${v:-fail}" >>$TSV
+		done
+	done
+	say "$kind: ib_write_lat, ib_read_lat, ib_send_lat"
+	for t in ib_write_lat ib_read_lat ib_send_lat; do
+		run "$t-64" $kind $t -F -s 64 -n 500
+		# t_avg[usec], the sixth column
+		v=$(row "$t-64-$kind" 64 | awk '{print $6}')
+		printf '%s\t64\t%s\t%s\tus\n' $t $kind "${v:-fail}" >>$TSV
+	done
+	say "$kind: ibv_rc_pingpong"
+	run "pingpong-4096" $kind ibv_rc_pingpong -s 4096 -n 500
+	v=$(sed -n 's/.* = \([0-9.]*\) usec\/iter/\1/p' "$OUT/pingpong-4096-$kind.txt" | tail -n1)
+	printf 'ibv_rc_pingpong\t4096\t%s\t%s\tus/iter\n' $kind "${v:-fail}" >>$TSV
+done
+rdma link delete rxe0
+cat $TSV

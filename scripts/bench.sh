@@ -1,0 +1,36 @@
+#!/bin/bash
+# `make bench`: perftest and ibv_rc_pingpong, unmodified, over ordma (loopback on one NIC, and
+# between two NICs on one wire) and over soft-RoCE in the same VM
+# (qemu-test/bench/perftest.sh), then a table with ordma's ratios to soft-RoCE:
+# bench-results/<time>/table.md (raw outputs in bench/, bench-results/latest points at it).
+# A benchmark, not a test: it fails only if the VM or a tool fails.
+source "$(dirname "$0")/lib.sh"
+need_root_user
+R=$ORDMA_SRC/bench-results/$(date +%Y%m%d-%H%M%S)
+mkdir -p "$R"
+prune_results "$ORDMA_SRC/bench-results"
+ln -sfn "$R" "$ORDMA_SRC/bench-results/latest"
+log "bench results: $R"
+"$ORDMA_SRC/qemu-test/run" --nics 2 --timeout 3000 --results "$R/vm" -- bash /ordma/src/qemu-test/bench/perftest.sh ||
+	die "the benchmark VM failed (see $R/vm)"
+TSV=$R/vm/bench/results.tsv
+[ -s "$TSV" ] || die "no results ($TSV)"
+cp "$TSV" "$R/results.tsv"
+# One row per (test, size): soft-RoCE, ordma loopback, ordma between NICs, and the ratios
+# (bandwidth: ordma / rxe, higher is better; latency: rxe / ordma, higher is better).
+awk -F'\t' '
+NR == 1 { next }
+{ key = $1 "\t" $2; if (!(key in seen)) { seen[key] = 1; order[n++] = key }
+  v[key, $3] = $4; unit[key] = $5 }
+function ratio(a, b, lat) { if (a + 0 <= 0 || b + 0 <= 0) return "-"; return sprintf("%.2f", lat ? a / b : b / a) }
+END {
+  print "| test | bytes | soft-RoCE | ordma, one NIC | ordma, two NICs | unit | one NIC vs soft-RoCE | two NICs vs soft-RoCE |"
+  print "|---|---|---|---|---|---|---|---|"
+  for (i = 0; i < n; i++) {
+    k = order[i]; split(k, t, "\t"); lat = unit[k] != "MiB/s"
+    printf "| %s | %s | %s | %s | %s | %s | %s× | %s× |\n", t[1], t[2], v[k, "rxe"], v[k, "lo"], v[k, "2nics"], unit[k],
+      ratio(v[k, "rxe"], v[k, "lo"], lat), ratio(v[k, "rxe"], v[k, "2nics"], lat)
+  }
+}' "$TSV" >"$R/table.md"
+cat "$R/table.md"
+log "table: $R/table.md (ratios: bandwidth ordma/soft-RoCE, latency soft-RoCE/ordma; above 1 is ordma ahead)"
