@@ -5,7 +5,8 @@
 #   with immediate and READ from 0 B to 2 MiB on 4 KiB pages, 2 MiB hugetlbfs pages and a
 #   udmabuf dma-buf MR; each error completion provoked (bad lkey, bad rkey, out of range,
 #   no remote write, receive too small, RNR retries exceeded) with the QP in ERR and later
-#   WRs flushed; RNR retried until a receive is posted; a completion event;
+#   WRs flushed; RNR retried until a receive is posted; a completion event; 16 QP pairs at
+#   once in one process, and in 4 processes at once;
 # - ibv_rc_pingpong, unmodified, client and server on this NIC, --chk, polling and with -e;
 # - afterwards the NIC holds no PD, MR, CQ or QP.
 # nics: 1
@@ -18,7 +19,19 @@ VD=/ordma/payload/ordma-verbs-data
 [ -x $VD ] || fail "no ordma-verbs-data in the payload (the provider-build step builds it)"
 objects() { nic_ctl 0 status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*'; }
 
-$VD transfers errors rnr events || fail "ordma-verbs-data on 4 KiB pages"
+$VD transfers errors rnr events many || fail "ordma-verbs-data on 4 KiB pages"
+
+# Several processes at once, each with 16 QP pairs of its own (64 QPs on the NIC).
+pids=()
+for i in 1 2 3 4; do
+	$VD many >/tmp/many$i.out 2>&1 &
+	pids+=($!)
+done
+for i in 1 2 3 4; do
+	wait "${pids[$((i - 1))]}" || { cat /tmp/many$i.out; fail "process $i of 4 running 16 QP pairs"; }
+	grep '^ok' /tmp/many$i.out
+done
+echo "ok: 4 processes with 16 QP pairs each at once"
 
 echo 8 >/proc/sys/vm/nr_hugepages
 [ "$(cat /proc/sys/vm/nr_hugepages)" -ge 6 ] || fail "fewer than 6 huge pages of 2 MiB reserved"

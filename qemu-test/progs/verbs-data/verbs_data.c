@@ -19,6 +19,9 @@
  *              posted after flushed (WR_FLUSH_ERR) in order
  *   rnr        a SEND before its receive is posted, rnr_retry 7: completes once it is
  *   events     a completion wakes ibv_get_cq_event on an armed CQ
+ *   many       16 QP pairs on one context, PD, CQ and MR: a SEND and a WRITE of 64 KiB on
+ *              each, all posted before any completion is polled; every completion once,
+ *              every byte
  * Prints a line per check; exits 0 only when all held.
  */
 #define _GNU_SOURCE
@@ -554,6 +557,104 @@ static void check_events(void)
 	side_close(&b);
 }
 
+/* Many QPs at once: NPAIRS connected pairs on one context, PD, CQ and MR; every pair's SEND
+ * and WRITE posted before any completion is polled, then all checked. */
+#define NPAIRS 16
+#define CHUNK (64u << 10)
+static void check_many(void)
+{
+	struct side s;
+	struct ibv_qp *qa[NPAIRS], *qb[NPAIRS];
+	struct ibv_port_attr port;
+	int n = 0, bad = 0;
+
+	memset(&s, 0, sizeof(s));
+	s.ctx = open_dev(dev_a);
+	if (ibv_query_port(s.ctx, 1, &port))
+		die("ibv_query_port");
+	s.lid = port.lid;
+	s.pd = ibv_alloc_pd(s.ctx);
+	s.ch = ibv_create_comp_channel(s.ctx);
+	s.cq = s.pd && s.ch ? ibv_create_cq(s.ctx, 4 * NPAIRS, NULL, s.ch, 0) : NULL;
+	if (!s.cq)
+		die("ibv_alloc_pd/ibv_create_cq");
+	s.buf = alloc_buf(0);
+	s.mr = reg(&s, RW);
+	for (int i = 0; i < NPAIRS; i++) {
+		struct ibv_qp_init_attr ia = { .send_cq = s.cq, .recv_cq = s.cq, .qp_type = IBV_QPT_RC,
+					       .cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
+							.max_recv_sge = 1 } };
+		qa[i] = ibv_create_qp(s.pd, &ia);
+		qb[i] = ibv_create_qp(s.pd, &ia);
+		if (!qa[i] || !qb[i])
+			die("ibv_create_qp");
+	}
+	for (int i = 0; i < NPAIRS; i++) {
+		struct side a = s, b = s;
+		a.qp = qa[i];
+		b.qp = qb[i];
+		connect_qp(&a, &b, 7);
+		connect_qp(&b, &a, 7);
+	}
+	/* Pair i: source at 3 * i * CHUNK, its SEND lands at + CHUNK, its WRITE at + 2 * CHUNK. */
+	for (int i = 0; i < NPAIRS; i++) {
+		uint8_t *src = s.buf.addr + 3 * i * CHUNK;
+		struct ibv_sge sg = { .addr = (uintptr_t)src, .length = CHUNK, .lkey = s.mr->lkey };
+		struct ibv_sge rg = { .addr = (uintptr_t)src + CHUNK, .length = CHUNK, .lkey = s.mr->lkey };
+		struct ibv_recv_wr rwr = { .wr_id = 1000 + i, .sg_list = &rg, .num_sge = 1 }, *rbad;
+		struct ibv_send_wr w[2] = {
+			{ .wr_id = 2000 + i, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_SEND,
+			  .send_flags = IBV_SEND_SIGNALED, .next = &w[1] },
+			{ .wr_id = 3000 + i, .sg_list = &sg, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+			  .send_flags = IBV_SEND_SIGNALED },
+		}, *sbad;
+		w[1].wr.rdma.remote_addr = (uintptr_t)src + 2 * CHUNK;
+		w[1].wr.rdma.rkey = s.mr->rkey;
+		fill(src, CHUNK);
+		if (ibv_post_recv(qb[i], &rwr, &rbad) || ibv_post_send(qa[i], &w[0], &sbad))
+			die("post");
+	}
+	int seen[4][NPAIRS] = { { 0 } };
+	while (n < 3 * NPAIRS) {
+		struct ibv_wc wc;
+		int got = 0;
+		for (int t = 0; t < 2000000 && !(got = ibv_poll_cq(s.cq, 1, &wc)); t++)
+			;
+		if (got != 1) {
+			FAIL("many QPs: %d of %d completions", n, 3 * NPAIRS);
+			bad = 1;
+			break;
+		}
+		int kind = (int)(wc.wr_id / 1000), i = (int)(wc.wr_id % 1000);
+		struct ibv_qp *want = kind == 1 ? qb[i < NPAIRS ? i : 0] : qa[i < NPAIRS ? i : 0];
+		if (kind < 1 || kind > 3 || i >= NPAIRS || wc.status != IBV_WC_SUCCESS || wc.qp_num != want->qp_num ||
+		    seen[kind][i]++) {
+			FAIL("many QPs: completion wr_id %llu status %s qp %u", (unsigned long long)wc.wr_id,
+			     ibv_wc_status_str(wc.status), wc.qp_num);
+			bad = 1;
+		}
+		n++;
+	}
+	for (int i = 0; i < NPAIRS; i++) {
+		uint8_t *src = s.buf.addr + 3 * i * CHUNK;
+		if (memcmp(src, src + CHUNK, CHUNK) || memcmp(src, src + 2 * CHUNK, CHUNK)) {
+			FAIL("many QPs: pair %d's bytes differ", i);
+			bad = 1;
+		}
+	}
+	if (!bad)
+		printf("ok %d QP pairs at once on one context: %d SENDs and %d WRITEs of %u B, every byte\n",
+		       NPAIRS, NPAIRS, NPAIRS, CHUNK);
+	for (int i = 0; i < NPAIRS; i++)
+		if (ibv_destroy_qp(qa[i]) || ibv_destroy_qp(qb[i]))
+			die("ibv_destroy_qp");
+	s.qp = NULL;
+	if (ibv_dereg_mr(s.mr) || ibv_destroy_cq(s.cq) || ibv_destroy_comp_channel(s.ch) || ibv_dealloc_pd(s.pd))
+		die("destroy");
+	munmap(s.buf.addr, s.buf.len);
+	ibv_close_device(s.ctx);
+}
+
 int verbs_data_main(int argc, char **argv);
 int verbs_data_main(int argc, char **argv)
 {
@@ -571,7 +672,7 @@ int verbs_data_main(int argc, char **argv)
 	}
 	if (i >= argc) {
 		fprintf(stderr, "usage: %s [--dev A] [--dev2 B] [--mem 4k|huge:PATH|dmabuf] "
-				"transfers|errors|rnr|events...\n", argv[0]);
+				"transfers|errors|rnr|events|many...\n", argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -585,6 +686,8 @@ int verbs_data_main(int argc, char **argv)
 			check_rnr();
 		else if (!strcmp(argv[i], "events"))
 			check_events();
+		else if (!strcmp(argv[i], "many"))
+			check_many();
 		else {
 			fprintf(stderr, "unknown check %s\n", argv[i]);
 			return 2;
