@@ -416,4 +416,5 @@ pub(crate) fn poll(cq: &Cq, qps: &QpTable, wc: &mut [MaybeUninit<sys::ibv_wc>]) 
 }
 
 #[cfg(test)]
+#[path = "tests/cq.rs"]
 mod tests;

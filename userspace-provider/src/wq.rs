@@ -478,7 +478,9 @@ pub(crate) fn ring_caps(sq: &QueueShape, rq: Option<&QueueShape>) -> QpCaps {
 
 /// Helpers shared by the fast path's tests (here and in `cq`).
 #[cfg(test)]
+#[path = "tests/testing.rs"]
 pub(crate) mod testing;
 
 #[cfg(test)]
+#[path = "tests/wq.rs"]
 mod tests;
