@@ -27,7 +27,7 @@ use super::completer::{read_packets, rnr_delay, RETRY_FOREVER};
 use super::counters::{bounded_warn, Anomaly};
 use super::packet::{self, Aeth, Bth, NakCode, Packet, Reth, Syndrome, PSN_MASK};
 use super::qp::qp_index;
-use super::requester::{mtu_bytes, opcode_of, wc_opcode, wqe_bytes, Data, Pos, Request};
+use super::requester::{mtu_bytes, opcode_of, Data, Pos, Request};
 use super::responder::Inbound;
 use super::wire::{self, Frame};
 use super::{Interrupts, Nic};
@@ -162,25 +162,9 @@ impl Nic {
         mem: &dyn Dma,
     ) -> Result<Flight, (u16, u8, u8)> {
         let index = qp.sq.ci;
-        let gated = self.gate(mem);
-        let Some(raw) = wqe_bytes(&gated, &qp.sq, index) else {
-            return Err((index, hw::WC_LOC_QP_OP_ERR, hw::WC_SEND));
-        };
-        let op = wc_opcode(raw.first().copied().unwrap_or(0));
-        let req = match self.check(qp, &raw, &gated) {
-            Ok(r) => r,
-            Err((status, _)) => {
-                bounded_warn!(
-                    self.counters,
-                    Anomaly::BadWqe,
-                    qpn,
-                    index,
-                    status,
-                    "send WQE refused: error completion"
-                );
-                return Err((index, status, op));
-            }
-        };
+        let (req, op) = self
+            .fetch_wqe(qpn, qp, index, mem)
+            .map_err(|(status, _, op)| (index, status, op))?;
         let npkts = if req.wqe.opcode == hw::WR_RDMA_READ {
             read_packets(req.len, qp.attr.path_mtu)
         } else {

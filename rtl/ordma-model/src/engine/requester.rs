@@ -338,6 +338,38 @@ impl Nic {
         })
     }
 
+    /// Reads send WQE `index` of QP `qpn` (a copy of it in `qp`) from its ring and checks it
+    /// ([`Self::check`]): the request and its completion opcode, or the error completion's
+    /// status, the bytes it had reached and its opcode (a refused WQE is counted and logged,
+    /// bounded). Loopback and the wire take their WQEs here alike.
+    pub(super) fn fetch_wqe(
+        &mut self,
+        qpn: u32,
+        qp: &Qp,
+        index: u16,
+        mem: &dyn Dma,
+    ) -> Result<(Request, u8), (u8, u32, u8)> {
+        let gated = self.gate(mem);
+        let Some(raw) = wqe_bytes(&gated, &qp.sq, index) else {
+            return Err((hw::WC_LOC_QP_OP_ERR, 0, hw::WC_SEND));
+        };
+        let op = wc_opcode(raw.first().copied().unwrap_or(0));
+        match self.check(qp, &raw, &gated) {
+            Ok(r) => Ok((r, op)),
+            Err((status, n)) => {
+                bounded_warn!(
+                    self.counters,
+                    Anomaly::BadWqe,
+                    qpn,
+                    index,
+                    status,
+                    "send WQE refused: error completion"
+                );
+                Err((status, n, op))
+            }
+        }
+    }
+
     /// Sends WQE `index` of QP `qpn` (a copy of it in `qp`), from the packet an RNR NAK
     /// stopped at, if any. Returns the outcome, the WQE's completion opcode and whether it
     /// is signaled.
@@ -349,24 +381,9 @@ impl Nic {
         mem: &dyn Dma,
         irq: &dyn Interrupts,
     ) -> (Step, u8, bool) {
-        let gated = self.gate(mem);
-        let Some(raw) = wqe_bytes(&gated, &qp.sq, index) else {
-            return (Step::Failed(hw::WC_LOC_QP_OP_ERR, 0), hw::WC_SEND, true);
-        };
-        let op = wc_opcode(raw.first().copied().unwrap_or(0));
-        let req = match self.check(qp, &raw, &gated) {
+        let (req, op) = match self.fetch_wqe(qpn, qp, index, mem) {
             Ok(r) => r,
-            Err((status, n)) => {
-                bounded_warn!(
-                    self.counters,
-                    Anomaly::BadWqe,
-                    qpn,
-                    index,
-                    status,
-                    "send WQE refused: error completion"
-                );
-                return (Step::Failed(status, n), op, true);
-            }
+            Err((status, n, op)) => return (Step::Failed(status, n), op, true),
         };
         let signaled = req.wqe.flags & hw::WQE_FLAG_SIGNALED != 0;
         // CAST: at most MAX_MSG.
