@@ -274,23 +274,7 @@ impl Nic {
         if last {
             // CAST: at most 2^31.
             let len = got as u32;
-            let flags = if pkt.bth.se {
-                hw::CQE_FLAG_SOLICITED
-            } else {
-                0
-            };
-            let imm = pkt.imm.map(u32::from_le_bytes);
-            self.complete_recv(
-                qpn,
-                index,
-                hw::WC_SUCCESS,
-                hw::WC_RECV,
-                len,
-                imm,
-                flags,
-                mem,
-                irq,
-            );
+            self.complete_recv_ok(qpn, index, hw::WC_RECV, len, pkt, mem, irq);
             self.message_done(qpn);
         } else {
             inb.recv = Some((index, dst, cap));
@@ -359,27 +343,43 @@ impl Nic {
         }
         if last {
             if let Some(index) = recv {
-                let flags = if pkt.bth.se {
-                    hw::CQE_FLAG_SOLICITED
-                } else {
-                    0
-                };
-                let imm = pkt.imm.map(u32::from_le_bytes);
-                self.complete_recv(
-                    qpn,
-                    index,
-                    hw::WC_SUCCESS,
-                    hw::WC_RECV_RDMA_IMM,
-                    total,
-                    imm,
-                    flags,
-                    mem,
-                    irq,
-                );
+                self.complete_recv_ok(qpn, index, hw::WC_RECV_RDMA_IMM, total, pkt, mem, irq);
             }
             self.message_done(qpn);
         }
         Answer::Ack
+    }
+
+    /// Completes receive WQE `index` of QP `qpn` successfully with the last packet of its
+    /// message: its immediate data and solicited bit go into the CQE.
+    #[allow(clippy::too_many_arguments, reason = "a CQE's fields")]
+    fn complete_recv_ok(
+        &mut self,
+        qpn: u32,
+        index: u16,
+        opcode: u8,
+        byte_len: u32,
+        pkt: &Packet,
+        mem: &dyn Dma,
+        irq: &dyn Interrupts,
+    ) {
+        let flags = if pkt.bth.se {
+            hw::CQE_FLAG_SOLICITED
+        } else {
+            0
+        };
+        let imm = pkt.imm.map(u32::from_le_bytes);
+        self.complete_recv(
+            qpn,
+            index,
+            hw::WC_SUCCESS,
+            opcode,
+            byte_len,
+            imm,
+            flags,
+            mem,
+            irq,
+        );
     }
 
     /// Completes receive WQE `index` of QP `qpn` (always a CQE); an error moves the QP to
