@@ -3,7 +3,8 @@
 //! packets, one per `path_mtu` bytes, to the responder. Loopback only: a QP whose AV `dlid`
 //! is the port's own LID talks to `dest_qp_num` on this NIC, synchronously, packet by
 //! packet: each request goes through the [`super::responder`] at once and its answer
-//! through the [`super::completer`].
+//! through the [`super::completer`]; a WRITE's middle packets go together, once its first
+//! packet made the responder keep the translation of the whole range.
 
 use ordma_hw as hw;
 
