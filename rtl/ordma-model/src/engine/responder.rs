@@ -180,7 +180,7 @@ impl Nic {
             return Answer::Nak(NakCode::InvalidRequest);
         };
         let n = payload.as_ref().map_or(0, |p| p.2);
-        // CAST: count is at most the message's packets (2^31 / 256); PSNs are mod 2^24.
+        // At most the message's packets (2^31 / 256); PSNs are mod 2^24.
         let Ok(advance) = u32::try_from(count) else {
             return Answer::Nak(NakCode::InvalidRequest);
         };
