@@ -303,6 +303,26 @@ impl Nic {
         }
     }
 
+    /// Takes a datagram from the wire: every frame it carries ([`wire::frames`]: one, or a
+    /// batch), in order. A malformed batch is counted and the rest of it dropped.
+    pub fn receive_datagram(&mut self, datagram: &[u8], mem: &dyn Dma, irq: &dyn Interrupts) {
+        for f in wire::frames(datagram) {
+            match f {
+                Ok(f) => self.receive_frame(f, mem, irq),
+                Err(e) => {
+                    bounded_warn!(self.counters, Anomaly::BadFrame, ?e, "bad batch dropped");
+                }
+            }
+        }
+    }
+
+    /// Sends the frames the wire held back to carry them together ([`wire::Wire::flush`]).
+    pub fn flush_wire(&self) {
+        if let Some(w) = self.wire.as_ref() {
+            w.flush();
+        }
+    }
+
     /// The responder's side of a request frame.
     fn on_request(&mut self, f: &Frame, mem: &dyn Dma, irq: &dyn Interrupts) {
         let pkt = &f.packet;

@@ -35,8 +35,134 @@ const IPPROTO_UDP: u8 = 17;
 /// Where a NIC's frames go.
 pub trait Wire: Send {
     /// Sends `frame` towards the NIC with LID `dlid`. A frame that cannot go is lost, as
-    /// on a real wire (the requester's retries recover).
+    /// on a real wire (the requester's retries recover). A wire may hold it back, to
+    /// carry it with the next ones in one datagram, until [`Wire::flush`].
     fn send(&self, dlid: u16, frame: &[u8]);
+
+    /// Sends every frame [`Wire::send`] held back. The NIC's owner calls it when an action
+    /// on the NIC ends ([`crate::device::Locked`] does, as it unlocks).
+    fn flush(&self) {}
+}
+
+/// The first four bytes of a datagram that carries several frames (a batch): "ORB1".
+/// Then, per frame, its length (16 bits, big-endian) and its bytes. A datagram without
+/// them is one frame. A frame's Ethernet header starts with the destination MAC,
+/// `02:6f:…`, never with these bytes.
+pub const BATCH_MAGIC: [u8; 4] = *b"ORB1";
+/// The largest batch a NIC sends: 31 full frames. A receiver takes any size it can read.
+pub const MAX_BATCH: usize = 128 << 10;
+
+/// Frames gathered into one batch datagram ([`BATCH_MAGIC`]).
+#[derive(Debug, Default)]
+pub struct Batch {
+    buf: Vec<u8>,
+    frames: usize,
+}
+
+impl Batch {
+    /// Whether `frame` (at most [`MAX_FRAME`] bytes) still fits in this batch.
+    pub fn fits(&self, frame: &[u8]) -> bool {
+        self.buf.len().max(BATCH_MAGIC.len()) + 2 + frame.len() <= MAX_BATCH
+    }
+
+    /// Adds `frame`; false (and nothing added) if it does not fit or is longer than a
+    /// 16-bit length says.
+    pub fn push(&mut self, frame: &[u8]) -> bool {
+        let Ok(len) = u16::try_from(frame.len()) else {
+            return false;
+        };
+        if !self.fits(frame) {
+            return false;
+        }
+        if self.buf.is_empty() {
+            self.buf.extend_from_slice(&BATCH_MAGIC);
+        }
+        self.buf.extend_from_slice(&len.to_be_bytes());
+        self.buf.extend_from_slice(frame);
+        self.frames += 1;
+        true
+    }
+
+    /// Frames in the batch.
+    pub fn len(&self) -> usize {
+        self.frames
+    }
+
+    /// Whether the batch holds no frame.
+    pub fn is_empty(&self) -> bool {
+        self.frames == 0
+    }
+
+    /// The datagram: a single frame as it is, several as a batch.
+    pub fn datagram(&self) -> &[u8] {
+        match self.frames {
+            0 => &[],
+            1 => self.buf.get(BATCH_MAGIC.len() + 2..).unwrap_or_default(),
+            _ => &self.buf,
+        }
+    }
+
+    /// Each frame of the batch, in order (to send them one by one).
+    pub fn frames(&self) -> Frames<'_> {
+        frames(&self.buf)
+    }
+
+    /// Empties the batch (keeping its buffer).
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.frames = 0;
+    }
+}
+
+/// The frames a datagram carries ([`BATCH_MAGIC`]): a malformed batch (a length past its
+/// end, an empty frame) yields an error and ends there.
+pub fn frames(datagram: &[u8]) -> Frames<'_> {
+    match datagram.strip_prefix(&BATCH_MAGIC[..]) {
+        Some(rest) => Frames { rest, batch: true },
+        None => Frames {
+            rest: datagram,
+            batch: false,
+        },
+    }
+}
+
+/// The iterator of [`frames`].
+#[derive(Debug)]
+pub struct Frames<'a> {
+    rest: &'a [u8],
+    batch: bool,
+}
+
+impl<'a> Iterator for Frames<'a> {
+    type Item = Result<&'a [u8], FrameError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        if !self.batch {
+            return Some(Ok(std::mem::take(&mut self.rest)));
+        }
+        let frame = match self.rest {
+            [hi, lo, rest @ ..] => {
+                let len = usize::from(u16::from_be_bytes([*hi, *lo]));
+                rest.get(..len)
+                    .filter(|f| !f.is_empty())
+                    .map(|f| (f, rest.get(len..).unwrap_or_default()))
+            }
+            _ => None,
+        };
+        match frame {
+            Some((f, rest)) => {
+                self.rest = rest;
+                Some(Ok(f))
+            }
+            None => {
+                self.rest = &[];
+                Some(Err(FrameError::Length))
+            }
+        }
+    }
 }
 
 /// Why a frame was refused.
@@ -310,6 +436,41 @@ mod tests {
         );
         // Not RC: the receive path refuses it, after the ICRC passed.
         assert_eq!(decode(&frame), Err(FrameError::NotRoce));
+    }
+
+    #[test]
+    fn batches_round_trip_and_refuse_what_does_not_fit() {
+        let mut b = Batch::default();
+        assert!(b.is_empty() && b.datagram().is_empty());
+        assert!(b.push(b"one"));
+        assert_eq!(b.datagram(), b"one", "a single frame goes as it is");
+        assert_eq!(frames(b"one").collect::<Vec<_>>(), [Ok(&b"one"[..])]);
+        let big = vec![7u8; MAX_FRAME];
+        let mut n = 1;
+        while b.push(&big) {
+            n += 1;
+        }
+        assert_eq!(n, 1 + (MAX_BATCH - 4 - 5) / (MAX_FRAME + 2));
+        assert!(b.datagram().len() <= MAX_BATCH);
+        let got: Vec<_> = frames(b.datagram()).collect();
+        assert_eq!(got.len(), n);
+        assert_eq!(got[0], Ok(&b"one"[..]));
+        assert!(got[1..].iter().all(|f| *f == Ok(&big[..])));
+        assert!(b.frames().eq(frames(b.datagram())));
+        b.clear();
+        assert!(!b.push(&vec![0; 70_000]), "longer than a 16-bit length");
+        // Truncated anywhere, a batch yields its whole frames and then one error.
+        let mut b = Batch::default();
+        assert!(b.push(b"abc") && b.push(b"defg"));
+        let d = b.datagram();
+        assert_eq!(frames(&d[..9]).collect::<Vec<_>>(), [Ok(&b"abc"[..])]);
+        for cut in (5..d.len()).filter(|&c| c != 9) {
+            let got: Vec<_> = frames(&d[..cut]).collect();
+            let whole = usize::from(cut > 9);
+            assert_eq!(got.len(), whole + 1, "cut {cut}");
+            assert_eq!(got[whole], Err(FrameError::Length), "cut {cut}");
+        }
+        assert_eq!(frames(&BATCH_MAGIC).count(), 0);
     }
 
     #[test]
