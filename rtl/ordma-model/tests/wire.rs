@@ -360,8 +360,8 @@ fn peer_gone_ends_in_retry_exc_err() {
     assert_eq!(p.r[0].state(a), hw::QPS_ERR);
     assert_eq!(
         *sent.lock().unwrap(),
-        4,
-        "the first send and retry_cnt resends"
+        8,
+        "the first send and retry_cnt resends, of both WQEs (in flight together)"
     );
     assert_eq!(p.ticks, 4);
     assert!(!p.r[0].nic.timers_pending());
