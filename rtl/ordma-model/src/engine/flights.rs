@@ -1,7 +1,7 @@
 //! The requester and completer over the wire ([`super::remote`] has the frames in and the
 //! responder): several WQEs of a QP in flight at once.
 //!
-//! - The WQEs from the SQ's head on are on the wire in order ([`Flights`]), at most
+//! - The WQEs from the SQ's head on are on the wire in order (`Flights`), at most
 //!   [`MAX_FLIGHTS`], their PSNs following each other, their packets sent up to [`WINDOW`]
 //!   beyond the first one not acknowledged (across the WQEs), the AckReq bit on every
 //!   [`ACK_EVERY`]th packet of a message and on its last. A READ goes alone: it starts

@@ -96,7 +96,7 @@ impl Nic {
             | packet::READ_RESPONSE_LAST
             | packet::READ_RESPONSE_ONLY
             | packet::ACKNOWLEDGE => self.on_answer(&f, mem, irq),
-            _ => self.on_request(&f, mem, irq),
+            _ => self.on_request(f, mem, irq),
         }
     }
 
@@ -121,7 +121,7 @@ impl Nic {
     }
 
     /// The responder's side of a request frame.
-    fn on_request(&mut self, f: &Frame, mem: &dyn Dma, irq: &dyn Interrupts) {
+    fn on_request(&mut self, mut f: Frame, mem: &dyn Dma, irq: &dyn Interrupts) {
         let pkt = &f.packet;
         let qpn = pkt.bth.dest_qp;
         let Some(qp) = self.qp(qpn).copied() else {
@@ -173,13 +173,10 @@ impl Nic {
             r.nak_sent = false;
             std::mem::take(&mut r.inb)
         };
-        let data = Data::Inline(f.payload.clone());
+        let n = f.payload.len() as u64;
+        let data = Data::Inline(std::mem::take(&mut f.payload));
         let mut pos = Pos::default();
-        let payload = (pkt.bth.opcode != packet::READ_REQUEST).then_some((
-            &data,
-            &mut pos,
-            f.payload.len() as u64,
-        ));
+        let payload = (pkt.bth.opcode != packet::READ_REQUEST).then_some((&data, &mut pos, n));
         let answer = self.deliver(peer, pkt, payload, &mut inb, mem, irq);
         if let Some(r) = self.wire_qps.get_mut(&qpn) {
             r.inb = inb;
