@@ -8,7 +8,8 @@
 //! Sending happens under the NIC lock: the frames an action sends to one peer are gathered
 //! and leave together when the action ends ([`Wire::flush`], called as the lock is
 //! released), as one datagram of several frames ([`crate::engine::wire::Batch`]: at most
-//! [`MAX_BATCH`] bytes) or a single frame as it is. Each peer has its own socket,
+//! [`MAX_BATCH`] bytes, or [`SMALL_BATCH`] where the kernel's send buffer is too small for
+//! that) or a single frame as it is. Each peer has its own socket,
 //! connected to its path once (no path lookup per datagram). A send waits at most a short
 //! timeout for room: a datagram that cannot go is lost, as frames on a wire, and the
 //! requester's retries recover.
@@ -32,46 +33,66 @@ use crate::device::Device;
 use crate::engine::wire::{Batch, Wire, MAX_BATCH, MAX_FRAME};
 
 /// Datagrams held between the reader and the worker; more are dropped.
-const QUEUE: usize = 512;
+const QUEUE: usize = 256;
 /// Datagrams the worker takes under one lock at most.
 const DRAIN: usize = 16;
 /// How long a send may wait for room in the peer's socket.
 const SEND_TIMEOUT: Duration = Duration::from_millis(20);
-/// The send buffer asked for on each peer's socket: room for the receiver's queue of
-/// full batches (the kernel may give less: a batch too big for it goes frame by frame).
+/// The send buffer asked for on each peer's socket: room for several full batches in
+/// the receiver's queue. The kernel may give less (`net.core.wmem_max`): a batch too big
+/// for it goes as batches of [`SMALL_BATCH`], and so do the peer's later ones.
 const SNDBUF: usize = 4 << 20;
+/// The batch size when the kernel refused a [`MAX_BATCH`] one (fits in the default
+/// 208 KiB send buffer).
+pub const SMALL_BATCH: usize = 32 << 10;
 
 /// The path of LID `lid`'s socket in `dir`.
 pub fn socket_path(dir: &Path, lid: u16) -> PathBuf {
     dir.join(format!("lid-{lid}.sock"))
 }
 
-/// One peer: its connected socket (once it could connect) and the frames held for it.
-#[derive(Default)]
+/// One peer: its connected socket (once it could connect), the frames held for it and
+/// the largest batch its socket takes.
 struct Peer {
     sock: Option<UnixDatagram>,
     batch: Batch,
+    limit: usize,
 }
 
 impl Peer {
-    /// Sends the held frames as one datagram (frame by frame if the kernel refuses the
-    /// batch's size) and empties the batch; a failure loses them.
-    fn flush(&mut self, dir: &Path, dlid: u16) {
+    /// Whether `frame` goes in the held batch (else the batch is sent first).
+    fn fits(&self, frame: &[u8]) -> bool {
+        self.batch.fits(frame) && self.batch.bytes().max(4) + 2 + frame.len() <= self.limit
+    }
+
+    /// Sends the held frames as one datagram (as batches of [`SMALL_BATCH`] if the kernel
+    /// refuses the batch's size) and empties the batch; a failure loses them.
+    fn flush(&mut self, dir: &Path, dlid: u16, sndbuf: usize) {
         if self.batch.is_empty() {
             return;
         }
         if self.sock.is_none() {
-            self.sock = connect(dir, dlid);
+            self.sock = connect(dir, dlid, sndbuf);
         }
         if let Some(s) = &self.sock {
             match s.send(self.batch.datagram()) {
                 Ok(_) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => {
+                    debug!(
+                        dlid,
+                        bytes = self.batch.bytes(),
+                        "batch too big: smaller ones"
+                    );
+                    self.limit = SMALL_BATCH;
+                    let mut small = Batch::default();
                     for f in self.batch.frames().flatten() {
-                        if let Err(e) = s.send(f) {
-                            debug!(dlid, %e, "frame not sent: lost");
+                        if small.bytes().max(4) + 2 + f.len() > SMALL_BATCH {
+                            send_or_lose(s, &small, dlid);
+                            small.clear();
                         }
+                        small.push(f);
                     }
+                    send_or_lose(s, &small, dlid);
                 }
                 Err(e) => {
                     debug!(dlid, %e, frames = self.batch.len(), "datagram not sent: lost");
@@ -88,9 +109,18 @@ impl Peer {
     }
 }
 
-/// A socket connected to LID `dlid`'s path, with the send timeout and buffer; `None`
-/// (logged) if the peer is not there.
-fn connect(dir: &Path, dlid: u16) -> Option<UnixDatagram> {
+/// Sends `batch` on `s` (nothing if it is empty); a failure loses it.
+fn send_or_lose(s: &UnixDatagram, batch: &Batch, dlid: u16) {
+    if !batch.is_empty() {
+        if let Err(e) = s.send(batch.datagram()) {
+            debug!(dlid, %e, frames = batch.len(), "datagram not sent: lost");
+        }
+    }
+}
+
+/// A socket connected to LID `dlid`'s path, with the send timeout and a send buffer of
+/// `sndbuf` bytes asked for; `None` (logged) if the peer is not there.
+fn connect(dir: &Path, dlid: u16, sndbuf: usize) -> Option<UnixDatagram> {
     let path = socket_path(dir, dlid);
     let s = UnixDatagram::unbound()
         .and_then(|s| {
@@ -100,8 +130,7 @@ fn connect(dir: &Path, dlid: u16) -> Option<UnixDatagram> {
         })
         .map_err(|e| debug!(dlid, %e, "no peer at {}: frames lost", path.display()))
         .ok()?;
-    // CAST: a few MiB.
-    let size = SNDBUF as libc::c_int;
+    let size = libc::c_int::try_from(sndbuf).unwrap_or(libc::c_int::MAX);
     // SAFETY: a valid socket descriptor and a c_int option value of the size given.
     let rc = unsafe {
         libc::setsockopt(
@@ -124,6 +153,7 @@ fn connect(dir: &Path, dlid: u16) -> Option<UnixDatagram> {
 pub struct SocketWire {
     dir: PathBuf,
     peers: Mutex<HashMap<u16, Peer>>,
+    sndbuf: usize,
 }
 
 impl SocketWire {
@@ -145,18 +175,29 @@ impl SocketWire {
             Self {
                 dir: dir.to_path_buf(),
                 peers: Mutex::default(),
+                sndbuf: SNDBUF,
             },
             sock,
         ))
+    }
+
+    /// Asks for `bytes` of send buffer on the sockets to peers connected from now on (the
+    /// tests: a buffer too small for a whole batch).
+    pub fn set_send_buffer(&mut self, bytes: usize) {
+        self.sndbuf = bytes;
     }
 }
 
 impl Wire for SocketWire {
     fn send(&self, dlid: u16, frame: &[u8]) {
         let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
-        let peer = peers.entry(dlid).or_default();
-        if !peer.batch.fits(frame) {
-            peer.flush(&self.dir, dlid);
+        let peer = peers.entry(dlid).or_insert_with(|| Peer {
+            sock: None,
+            batch: Batch::default(),
+            limit: MAX_BATCH,
+        });
+        if !peer.fits(frame) {
+            peer.flush(&self.dir, dlid, self.sndbuf);
         }
         if !peer.batch.push(frame) {
             debug!(dlid, len = frame.len(), "frame too long for the wire: lost");
@@ -166,7 +207,7 @@ impl Wire for SocketWire {
     fn flush(&self) {
         let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
         for (&dlid, peer) in peers.iter_mut() {
-            peer.flush(&self.dir, dlid);
+            peer.flush(&self.dir, dlid, self.sndbuf);
         }
     }
 }

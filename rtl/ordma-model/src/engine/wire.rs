@@ -49,8 +49,8 @@ pub trait Wire: Send {
 /// them is one frame. A frame's Ethernet header starts with the destination MAC,
 /// `02:6f:…`, never with these bytes.
 pub const BATCH_MAGIC: [u8; 4] = *b"ORB1";
-/// The largest batch a NIC sends: 31 full frames. A receiver takes any size it can read.
-pub const MAX_BATCH: usize = 128 << 10;
+/// The largest batch a NIC sends: 125 full frames. A receiver takes any size it can read.
+pub const MAX_BATCH: usize = 512 << 10;
 
 /// Frames gathered into one batch datagram ([`BATCH_MAGIC`]).
 #[derive(Debug, Default)]
@@ -81,6 +81,11 @@ impl Batch {
         self.buf.extend_from_slice(frame);
         self.frames += 1;
         true
+    }
+
+    /// The batch's bytes as a datagram (header and lengths included).
+    pub fn bytes(&self) -> usize {
+        self.buf.len()
     }
 
     /// Frames in the batch.
@@ -451,6 +456,7 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, 1 + (MAX_BATCH - 4 - 5) / (MAX_FRAME + 2));
+        assert_eq!(b.bytes(), b.datagram().len());
         assert!(b.datagram().len() <= MAX_BATCH);
         let got: Vec<_> = frames(b.datagram()).collect();
         assert_eq!(got.len(), n);
