@@ -344,3 +344,60 @@ fn several_wqes_in_flight_complete_in_order_with_losses() {
         assert_eq!(n.r[0].query(a).sq_psn, n.r[1].query(b).rq_psn);
     }
 }
+
+/// `ibv_rc_pingpong`'s pattern: both QPs with receives posted, path MTU 1024, PSNs far
+/// apart; a SEND of 4096 bytes one way, answered by one the other way, 20 times.
+#[test]
+fn ping_pong_both_ways() {
+    let mut n = Net::new();
+    let (a, b) = (n.r[0].a.qpn, n.r[1].b.qpn);
+    for (r, q, d, sq, rq) in [
+        (0, a, b, 0x37_813f, 0x02_6aad),
+        (1, b, a, 0x02_6aad, 0x37_813f),
+    ] {
+        let x = &mut n.r[r];
+        x.modify(
+            q,
+            hw::QP_ATTR_STATE,
+            &hw::QpAttr {
+                qp_state: hw::QPS_RESET,
+                ..Default::default()
+            },
+        );
+        x.connect(q, d, sq, rq, |at| {
+            at.ah.dlid = if r == 0 { 2 } else { 1 };
+            at.path_mtu = 3; // 1024
+        });
+    }
+    let (big0, big1) = (n.r[0].big, n.r[1].big);
+    let rq = |n: &mut Net, k: usize| {
+        let (w, big) = if k == 0 { ('a', big0) } else { ('b', big1) };
+        n.r[k].recv(w, &[sge(BIG_VA + (8 << 20), 4096, big)])
+    };
+    for k in 0..2 {
+        for _ in 0..8 {
+            rq(&mut n, k);
+        }
+    }
+    for i in 0..20u64 {
+        let (from, to, w, big) = if i % 2 == 0 {
+            (0, 1, 'a', big0)
+        } else {
+            (1, 0, 'b', big1)
+        };
+        let data = bytes(i, 4096);
+        n.r[from].fill(BIG_VA, &data);
+        n.r[from].send(
+            w,
+            wqe(hw::WR_SEND, SIGNALED, 1),
+            &[sge(BIG_VA, 4096, big)],
+            &[],
+        );
+        n.settle(10);
+        assert_eq!(n.r[from].cqe('s').status, hw::WC_SUCCESS, "send {i}");
+        assert_eq!(n.r[to].cqe('r').status, hw::WC_SUCCESS, "receive {i}");
+        assert!(n.r[to].read(BIG_VA + (8 << 20), 4096) == data);
+        rq(&mut n, to);
+    }
+    assert_eq!(n.ticks, 0);
+}
