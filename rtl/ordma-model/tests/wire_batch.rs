@@ -401,3 +401,65 @@ fn ping_pong_both_ways() {
     }
     assert_eq!(n.ticks, 0);
 }
+
+/// The transport timer starts again on progress for the WQEs still in flight: two WRITEs
+/// sent at once, the first one's frames delivered and ACKed 0.6 s later; at 1.3 s (past
+/// the first deadline, 1.07 s, not the one restarted by the ACK) nothing is sent again.
+#[test]
+fn progress_restarts_the_transport_timer_of_every_wqe_in_flight() {
+    let mut n = Net::new();
+    let (a, b) = (n.r[0].a.qpn, n.r[1].b.qpn);
+    let x = &mut n.r[0];
+    x.modify(
+        a,
+        hw::QP_ATTR_STATE,
+        &hw::QpAttr {
+            qp_state: hw::QPS_RESET,
+            ..Default::default()
+        },
+    );
+    // 4.096 µs × 2^18 ≈ 1.07 s.
+    x.connect(a, b, 0xff_fff0, 7, |at| {
+        at.ah.dlid = 2;
+        at.timeout = 18;
+    });
+    let (big0, big1) = (n.r[0].big, n.r[1].big);
+    for k in 0..2u64 {
+        let mut w = wqe(hw::WR_RDMA_WRITE, SIGNALED, 1);
+        (w.remote_addr, w.rkey) = (BIG_VA + (8 << 20) + k * 32768, big1);
+        n.r[0].put_send('a', w, &[sge(BIG_VA + k * 32768, 32768, big0)], &[]);
+    }
+    let t0 = Instant::now();
+    n.r[0].ring_sq('a');
+    n.r[0].nic.flush_wire();
+    let (_, d) = n.q.lock().unwrap().pop_front().expect("the requests");
+    std::thread::sleep(Duration::from_millis(600));
+    // The first WRITE's 8 frames only: its last asks for the ACK.
+    let r = &mut n.r[1];
+    for f in wire::frames(&d).take(8) {
+        r.nic.receive_frame(f.unwrap(), &r.mem, &r.irq);
+    }
+    r.nic.flush_wire();
+    let (_, acks) = n.q.lock().unwrap().pop_front().expect("the ACK");
+    let r = &mut n.r[0];
+    r.nic.receive_datagram(&acks, &r.mem, &r.irq);
+    r.nic.flush_wire();
+    assert_eq!(r.cqe('s').status, hw::WC_SUCCESS, "the first WRITE");
+    assert!(n.q.lock().unwrap().is_empty(), "nothing left to send");
+    let r = &mut n.r[0];
+    r.nic.tick(t0 + Duration::from_millis(1300), &r.mem, &r.irq);
+    r.nic.flush_wire();
+    assert!(
+        n.q.lock().unwrap().is_empty(),
+        "no resend before the restarted deadline"
+    );
+    r.nic.tick(t0 + Duration::from_millis(1800), &r.mem, &r.irq);
+    r.nic.flush_wire();
+    assert_eq!(
+        n.q.lock().unwrap().len(),
+        1,
+        "the second WRITE again after it"
+    );
+    n.settle(10);
+    assert_eq!(n.r[0].cqe('s').status, hw::WC_SUCCESS, "the second WRITE");
+}

@@ -414,7 +414,11 @@ impl Nic {
             }
             _ => Outcome::Keep,
         };
-        let progress = !before.is_empty() || matches!(outcome, Outcome::Progress);
+        let progress = !before.is_empty()
+            || matches!(
+                outcome,
+                Outcome::Progress | Outcome::Done(hw::WC_SUCCESS, _)
+            );
         for b in before {
             // CAST: at most MAX_MSG.
             let bytes = b.req.len as u32;
@@ -430,6 +434,12 @@ impl Nic {
             );
         }
         if progress {
+            // The transport timer starts again on progress, for every WQE it runs for.
+            let again = ack_timeout(qp.attr.timeout).and_then(|t| Instant::now().checked_add(t));
+            fl.deadline = fl.deadline.and(again);
+            for f in &mut fs.q {
+                f.deadline = f.deadline.and(again);
+            }
             fl.retries = qp.attr.retry_cnt;
             if let Some(q) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) {
                 if !matches!(outcome, Outcome::Keep) {
