@@ -247,6 +247,30 @@ fn a_malformed_batch_is_counted_and_never_panics() {
     zero.extend_from_slice(&[0, 0, 0, 0]);
     r.nic.receive_datagram(&zero, &r.mem, &r.irq);
     assert!(r.nic.counters().get(Anomaly::BadFrame) > 0);
+    // Random batches: random lengths and bytes, and real frames with a byte flipped.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for _ in 0..2000 {
+        let mut d = wire::BATCH_MAGIC.to_vec();
+        for _ in 0..rnd() % 6 {
+            if rnd() % 2 == 0 {
+                let len = (rnd() % 200) as usize;
+                d.extend_from_slice(&(rnd() as u16).to_be_bytes());
+                d.extend((0..len).map(|_| rnd() as u8));
+            } else {
+                let mut g = f.clone();
+                let at = (rnd() as usize) % g.len();
+                g[at] ^= 1 << (rnd() % 8);
+                d.extend_from_slice(&g[4..]);
+            }
+        }
+        r.nic.receive_datagram(&d, &r.mem, &r.irq);
+    }
     n.send_and_write(5, 5000);
 }
 
