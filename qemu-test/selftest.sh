@@ -70,6 +70,15 @@ check "the second boot is clean" no \
 check "the harness says it booted again" yes "$(grep -q "NOTICE: the kernel reported while booting" "$OUT/boot-report.out" && echo yes || echo no)"
 rc=0; ORDMA_TEST_BOOT_WARNING=always "$RUN" --results "$OUT/boot-report-twice" -- true >/dev/null 2>&1 || rc=$?
 check "a kernel report in the second boot too fails with 126" 126 "$rc"
+# A guest whose kernel does not boot (here: its init stops before saying it booted) is
+# stopped by the boot watchdog with where its vCPUs were, and booted once more; once only.
+rc=0; ORDMA_BOOT_LIMIT=20 ORDMA_TEST_BOOT_HANG=1 "$RUN" --results "$OUT/boot-hang" -- true >"$OUT/boot-hang.out" 2>&1 || rc=$?
+check "a guest that does not boot: booted again, the command's status" 0 "$rc"
+check "the hung boot's vCPUs are kept, with the kernel symbol each was in" yes \
+	"$(grep -q -E '^CPU#0 RIP 0x[0-9a-f]+ in [a-z_]' "$OUT/boot-hang.boot-hang/boot-hang.txt" 2>/dev/null && echo yes || echo no)"
+check "the harness says it booted again" yes "$(grep -q "NOTICE: the guest's kernel did not boot" "$OUT/boot-hang.out" && echo yes || echo no)"
+rc=0; ORDMA_BOOT_LIMIT=20 ORDMA_TEST_BOOT_HANG=always "$RUN" --results "$OUT/boot-hang-twice" -- true >/dev/null 2>&1 || rc=$?
+check "a guest that does not boot twice fails with 123" 123 "$rc"
 rc=0; ORDMA_MODEL_LOG=debug "$RUN" --results "$OUT/stdout-warning" -- sh -c 'echo "WARNING: printed by the test, not the kernel"; cat /sys/bus/pci/devices/0000:00:06.0/vendor' >/dev/null 2>&1 || rc=$?
 check "a command printing WARNING: passes" 0 "$rc"
 check "ORDMA_MODEL_LOG=debug reaches the NIC model" yes \

@@ -8,6 +8,9 @@ TIMEOUT=600
 MODULE=/ordma/src/drivers/infiniband/hw/ordma/ordma.ko
 KMEMLEAK=
 BOOT_WARNING=
+BOOT_HANG=
+# The boot watchdog (below): how long the guest has to reach its init's mounts.
+BOOT_LIMIT=
 declare -A EXTRA=()
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -15,6 +18,8 @@ while [ $# -gt 0 ]; do
 	--module) MODULE=$2; shift 2 ;;
 	--kmemleak) KMEMLEAK=1; shift ;;
 	--boot-warning) BOOT_WARNING=1; shift ;; # the harness self-test's: a warning before insmod
+	--boot-hang) BOOT_HANG=1; shift ;; # the harness self-test's: a guest that never boots
+	--boot-limit) BOOT_LIMIT=$2; shift 2 ;;
 	--nic-args) EXTRA[$2]=$3; shift 3 ;;
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	*) echo "vm-inner: unknown argument $1" >&2; exit 127 ;;
@@ -85,10 +90,11 @@ MEM=2G
 QEMU=(qemu-system-x86_64
 	-machine q35,memory-backend=mem0 -accel tcg -cpu max -smp 2 -m "$MEM"
 	-object memory-backend-memfd,id=mem0,size="$MEM",share=on
-	-name "${ORDMA_RUN_ID:-ordma}" -nodefaults -display none -monitor none -no-reboot
+	-name "${ORDMA_RUN_ID:-ordma}" -nodefaults -display none -no-reboot
+	-monitor unix:/tmp/qemu-monitor.sock,server=on,wait=off
 	-chardev file,id=con,path="$R/console.log" -serial chardev:con
 	-kernel "$K/arch/x86/boot/bzImage" -initrd /tmp/initrd.gz
-	-append "console=ttyS0 panic=-1 quiet"
+	-append "console=ttyS0 panic=-1 quiet nokaslr${BOOT_HANG:+ ordma.test_boot_hang}"
 	-fsdev local,id=fsroot,path=/ordma/guestroot,security_model=none,readonly=on,multidevs=remap
 	-device virtio-9p-pci,fsdev=fsroot,mount_tag=root
 	-fsdev local,id=fssrc,path=/ordma/src,security_model=none,readonly=on,multidevs=remap
@@ -156,6 +162,24 @@ children+=("$!")
 (sleep "$TIMEOUT" && touch /tmp/timed-out && kill -TERM "$QPID") 2>/dev/null &
 WATCHDOG=$!
 children+=("$WATCHDOG")
+# The boot watchdog: the guest's init creates results/.booted once its shares are mounted,
+# a few seconds into a normal boot (40 s for the debug kernel on a loaded machine). A guest
+# not there after BOOT_LIMIT s is stuck in the kernel's own boot, before any ordma code (seen
+# once under TCG, with nothing on the console): each vCPU's registers and the kernel symbol
+# it is in (nokaslr, System.map) go to boot-hang.txt, QEMU is stopped and the run ends with
+# 123, which qemu-test/run answers by booting once more.
+[ -n "$BOOT_LIMIT" ] || BOOT_LIMIT=$([ -n "$KMEMLEAK" ] && echo 300 || echo 120)
+if [ "$BOOT_LIMIT" -lt "$TIMEOUT" ]; then
+	(
+		sleep "$BOOT_LIMIT"
+		[ ! -e "$R/.booted" ] || exit 0
+		touch /tmp/boot-hung
+		python3 /ordma/src/qemu-test/boot-hang.py /tmp/qemu-monitor.sock "$K/System.map" \
+			>"$R/boot-hang.txt" 2>&1 || true
+		kill -TERM "$QPID"
+	) 2>/dev/null &
+	children+=("$!")
+fi
 
 qrc=0
 wait "$QPID" || qrc=$?
@@ -186,6 +210,11 @@ if grep -E -f /ordma/src/qemu-test/kernel-splats.txt "$KLOG" >"$R/kernel-splats.
 	sed -n "${first},$((first + 59))p" "$KLOG" >&2
 else
 	rm -f "$R/kernel-splats.txt"
+fi
+if [ -e /tmp/boot-hung ]; then
+	log "BOOT HANG: the guest did not reach its init within ${BOOT_LIMIT}s (see boot-hang.txt):"
+	grep -E '^CPU|^ *RIP' "$R/boot-hang.txt" >&2 || cat "$R/boot-hang.txt" >&2 || true
+	exit 123
 fi
 if [ -e /tmp/timed-out ]; then
 	log "TIMEOUT: the guest did not finish within ${TIMEOUT}s"

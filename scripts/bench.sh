@@ -20,17 +20,36 @@ cp "$TSV" "$R/results.tsv"
 # (bandwidth: ordma / rxe, higher is better; latency: rxe / ordma, higher is better).
 awk -F'\t' '
 NR == 1 { next }
-{ key = $1 "\t" $2; if (!(key in seen)) { seen[key] = 1; order[n++] = key }
-  v[key, $3] = $4; unit[key] = $5 }
+{ key = $1 "\t" $2 "\t" $5; if (!(key in seen)) { seen[key] = 1; order[n++] = key }
+  v[key, $3] = $4 }
 function ratio(a, b, lat) { if (a + 0 <= 0 || b + 0 <= 0) return "-"; return sprintf("%.2f", lat ? a / b : b / a) }
 END {
   print "| test | bytes | soft-RoCE | ordma, one NIC | ordma, two NICs | unit | one NIC vs soft-RoCE | two NICs vs soft-RoCE |"
   print "|---|---|---|---|---|---|---|---|"
   for (i = 0; i < n; i++) {
-    k = order[i]; split(k, t, "\t"); lat = unit[k] != "MiB/s"
-    printf "| %s | %s | %s | %s | %s | %s | %s× | %s× |\n", t[1], t[2], v[k, "rxe"], v[k, "lo"], v[k, "2nics"], unit[k],
+    k = order[i]; split(k, t, "\t"); lat = t[3] != "MiB/s"
+    printf "| %s | %s | %s | %s | %s | %s | %s× | %s× |\n", t[1], t[2], v[k, "rxe"], v[k, "lo"], v[k, "2nics"], t[3],
       ratio(v[k, "rxe"], v[k, "lo"], lat), ratio(v[k, "rxe"], v[k, "2nics"], lat)
   }
 }' "$TSV" >"$R/table.md"
 cat "$R/table.md"
 log "table: $R/table.md (ratios: bandwidth ordma/soft-RoCE, latency soft-RoCE/ordma; above 1 is ordma ahead)"
+
+# The plot, with matplotlib on the host: the host's own if it has it, else a virtualenv in
+# the cache (ORDMA_CACHE/bench-venv, matplotlib from PyPI, made once). Without it the table
+# and the TSV still stand.
+PY=python3
+if ! python3 -c 'import matplotlib' 2>/dev/null; then
+	VENV=$ORDMA_CACHE/bench-venv
+	if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import matplotlib' 2>/dev/null; then
+		log "installing matplotlib into $VENV (once) ..."
+		python3 -m venv "$VENV" && "$VENV/bin/pip" install -q 'matplotlib==3.9.2' ||
+			log "no matplotlib: no plot (the table and results.tsv are in $R)"
+	fi
+	PY=$VENV/bin/python
+fi
+if "$PY" "$ORDMA_SRC/qemu-test/bench/plot.py" "$R/results.tsv" "$R/plot.png"; then
+	log "plot: $R/plot.png"
+else
+	log "the plot failed (the table and results.tsv are in $R)"
+fi

@@ -49,23 +49,28 @@ run() {
 }
 # The client's result line for SIZE: perftest's "SIZE ITERS ..." row.
 row() { grep -E "^ *$2 +[0-9]+ " "$OUT/$1.txt" | tail -n1; }
+# Column N of that row when it is a positive number, else "fail": perftest prints inf or
+# 0.00 when its TSC calibration went wrong (a loaded host under TCG), never a measurement.
+col() { awk -v n="$3" '{ v = $n } END { print (v ~ /^[0-9]+(\.[0-9]+)?$/ && v + 0 > 0) ? v : "fail" }' <<<"$(row "$1" "$2")"; }
 
 for kind in rxe lo 2nics; do
 	say "$kind: ib_write_bw, ib_read_bw, ib_send_bw"
-	for size in 4096 65536 2097152; do
-		iters=$([ $size = 2097152 ] && echo 40 || echo 400)
+	for size in 64 1024 4096 16384 65536 262144 1048576 2097152; do
+		# Duration mode (-D 2: two seconds, whatever the speed), so a fast device is not
+		# measured over a few milliseconds of a fixed iteration count.
 		for t in ib_write_bw ib_read_bw ib_send_bw; do
-			run "$t-$size" $kind $t -F -s $size -n $iters
-			v=$(row "$t-$size-$kind" $size | awk '{print $4}')
-			printf '%s\t%s\t%s\t%s\tMiB/s\n' $t $size $kind "${v:-fail}" >>$TSV
+			run "$t-$size" $kind $t -F -s $size -D 2
+			printf '%s\t%s\t%s\t%s\tMiB/s\n' $t $size $kind "$(col "$t-$size-$kind" $size 4)" >>$TSV
 		done
 	done
 	say "$kind: ib_write_lat, ib_read_lat, ib_send_lat"
-	for t in ib_write_lat ib_read_lat ib_send_lat; do
-		run "$t-64" $kind $t -F -s 64 -n 500
-		# t_avg[usec], the sixth column
-		v=$(row "$t-64-$kind" 64 | awk '{print $6}')
-		printf '%s\t64\t%s\t%s\tus\n' $t $kind "${v:-fail}" >>$TSV
+	for size in 8 64 512 4096 65536; do
+		for t in ib_write_lat ib_read_lat ib_send_lat; do
+			run "$t-$size" $kind $t -F -s $size -n 500
+			# t_typical[usec] (the median), the fifth column, and t_avg[usec], the sixth
+			printf '%s\t%s\t%s\t%s\tus median\n' $t $size $kind "$(col "$t-$size-$kind" $size 5)" >>$TSV
+			printf '%s\t%s\t%s\t%s\tus mean\n' $t $size $kind "$(col "$t-$size-$kind" $size 6)" >>$TSV
+		done
 	done
 	say "$kind: ibv_rc_pingpong"
 	run "pingpong-4096" $kind ibv_rc_pingpong -s 4096 -n 500

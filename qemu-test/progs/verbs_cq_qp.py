@@ -135,6 +135,11 @@ def check_cq():
         ok(f"ibv_create_cq(cqe {cqe}): {want} CQEs")
         cqs.append(cq)
     expect_nic(f"{len(sizes)} CQs created", cqs=len(sizes))
+    # No resize_cq (architecture.md, "CQs"): libibverbs answers EOPNOTSUPP, the CQ unchanged.
+    r = ibv.ibv_resize_cq(cqs[0], 64)
+    if r != errno.EOPNOTSUPP or cqs[0].contents.cqe != 2:
+        die(f"ibv_resize_cq: {r} ({cqs[0].contents.cqe} CQEs), expected EOPNOTSUPP and 2 CQEs")
+    ok("ibv_resize_cq: EOPNOTSUPP")
     for cq in cqs:
         destroy_cq_ok(cq, f"cqe {cq.contents.cqe}")
     for cqe in (0, -1, max_cqe + 1):
@@ -646,10 +651,12 @@ def hold():
         b.write(b"x" * len(b))
         if not ibv.ibv_reg_mr(pd, ctypes.addressof(ctypes.c_char.from_buffer(b)), len(b), ACCESS):
             die(f"ibv_reg_mr: {ename(ctypes.get_errno())}")
-    cqs = [cq_ok(ctx, 16), cq_ok(ctx, 16)]
+    # Rings big enough that their pins stand out of the test's slack: two CQs of 16384
+    # CQEs (512 KiB each) and two QPs of 4096 send and 4096 receive WQEs.
+    cqs = [cq_ok(ctx, 16384), cq_ok(ctx, 16384)]
     qps = []
     for _ in range(2):
-        qp, e = create_qp(pd, cqs[0], cqs[1], 16, 16, 2, 2, 0)
+        qp, e = create_qp(pd, cqs[0], cqs[1], 4096, 4096, 2, 2, 0)
         if not qp:
             die(f"ibv_create_qp: {ename(e)}")
         qps.append(qp)

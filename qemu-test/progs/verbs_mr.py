@@ -21,7 +21,9 @@ Usage: verbs_mr.py CHECK [ARGS]
                    registers N MRs of 1 MiB, prints "holding", waits to be killed; with
                    --then-reg, once FILE exists registers one more and prints
                    "reg ok|<errno> <ms> ms"
-  dmabuf           an MR over a udmabuf dma-buf made from a memfd
+  dmabuf           an MR over a udmabuf dma-buf made from a memfd of 4 KiB pages: the
+                   NIC gets 512 pages of 4 KiB
+  dmabuf-huge      the same over a memfd of one 2 MiB hugetlb page: one page of 2 MiB
 Prints what it checked; exits 0 when everything held.
 """
 import ctypes
@@ -294,9 +296,13 @@ def hold(pd, count, then_reg=None):
         time.sleep(60)
 
 
-def dmabuf(pd):
+def dmabuf(pd, huge):
+    """A 2 MiB dma-buf MR from udmabuf over a memfd: of 4 KiB shmem pages, the NIC gets 512
+    pages of 4 KiB; of one 2 MiB hugetlb page (`huge`), one page of 2 MiB: the page size
+    comes from the dma-buf's scatterlist, as for user memory."""
     n = 2 << 20
-    memfd = os.memfd_create("ordma-mr", os.MFD_ALLOW_SEALING)
+    flags = os.MFD_ALLOW_SEALING | (os.MFD_HUGETLB if huge else 0)
+    memfd = os.memfd_create("ordma-mr", flags)
     os.ftruncate(memfd, n)
     F_ADD_SEALS, F_SEAL_SHRINK = 1033, 2
     fcntl.fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK)
@@ -316,9 +322,11 @@ def dmabuf(pd):
     print(f"dma-buf MR: lkey {mr.contents.lkey:#x}", flush=True)
     expect_mrs(1, "dma-buf MR")
     npages, page_shift, _ = nic_mr(mr.contents.lkey)
-    print(f"dma-buf: the NIC got {npages} page(s) of {1 << page_shift} bytes", flush=True)
-    if npages << page_shift != n:
-        die("the NIC's pages do not cover the dma-buf")
+    what = "dma-buf of a 2 MiB hugetlb page" if huge else "dma-buf of 4 KiB pages"
+    print(f"{what}: the NIC got {npages} page(s) of {1 << page_shift} bytes", flush=True)
+    want = 21 if huge else 12
+    if page_shift != want or npages << page_shift != n:
+        die(f"{what}: expected {n >> want} page(s) of {1 << want} bytes")
     dereg_ok(mr, "dma-buf")
     expect_mrs(0, "dma-buf MR deregistered")
 
@@ -345,7 +353,9 @@ def main():
     elif check == "hold":
         hold(pd, int(args[0]), args[2] if args[1:2] == ["--then-reg"] else None)
     elif check == "dmabuf":
-        dmabuf(pd)
+        dmabuf(pd, False)
+    elif check == "dmabuf-huge":
+        dmabuf(pd, True)
     else:
         die(f"unknown check {check}")
     ibv.ibv_dealloc_pd(pd)

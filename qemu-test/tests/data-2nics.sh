@@ -15,6 +15,7 @@ set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 P=/ordma/src/qemu-test/progs
 source $P/nic-control.sh
+source $P/wait-listen.sh
 VD=/ordma/payload/ordma-verbs-data
 [ -x $VD ] || fail "no ordma-verbs-data in the payload (the provider-build step builds it)"
 objects() { nic_ctl "$1" status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*'; }
@@ -30,7 +31,7 @@ pair_run() { # NAME PORT SERVER_CMD... -- CLIENT_CMD...
 	cli=("$@")
 	"${srv[@]}" -p "$port" >/tmp/srv.out 2>&1 &
 	spid=$!
-	sleep 1
+	wait_listen "$port" $spid || { cat /tmp/srv.out; fail "$name: the server did not listen"; }
 	timeout 120 "${cli[@]}" -p "$port" localhost >/tmp/cli.out 2>&1 || rc=$?
 	timeout 30 tail --pid=$spid -f /dev/null || { kill $spid 2>/dev/null; rc=124; }
 	wait $spid || rc=$?

@@ -8,13 +8,17 @@
 #   WRs flushed; RNR retried until a receive is posted; a completion event; 16 QP pairs at
 #   once in one process, and in 4 processes at once;
 # - ibv_rc_pingpong, unmodified, client and server on this NIC, --chk, polling and with -e;
+# - MRs under the data path: two over one buffer surviving the deregistration of either,
+#   and an MR of 1 GiB + 4 MiB of 4 KiB pages whose page list has three levels;
 # - afterwards the NIC holds no PD, MR, CQ or QP.
 # nics: 1
+# run-args: --nic-args 0 "--log-level debug"
 # timeout: 500
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 P=/ordma/src/qemu-test/progs
 source $P/nic-control.sh
+source $P/wait-listen.sh
 VD=/ordma/payload/ordma-verbs-data
 [ -x $VD ] || fail "no ordma-verbs-data in the payload (the provider-build step builds it)"
 objects() { nic_ctl 0 status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*'; }
@@ -33,6 +37,16 @@ for i in 1 2 3 4; do
 done
 echo "ok: 4 processes with 16 QP pairs each at once"
 
+# MRs under the data path: two over one buffer, either deregistered; and one of 263168
+# pages of 4 KiB (a 4 MiB memfd mapped 514 times over 1 GiB + 4 MiB), which needs a three-level page
+# list: the NIC's log names the levels it was given.
+$VD shared levels | tee /tmp/mr-checks.out || fail "ordma-verbs-data shared levels"
+key=$(sed -n 's/^ok levels: an MR of .* key \(0x[0-9a-f]*\),.*/\1/p' /tmp/mr-checks.out)
+[ -n "$key" ] || fail "no key for the three-level MR"
+grep "MR created" /ordma/results/nic0.log | grep -q "key=$key .*npages=263168 .*levels=3" ||
+	fail "the NIC's log has no three-level MR of 263168 pages with key $key: $(grep "key=$key " /ordma/results/nic0.log)"
+echo "ok: the NIC got the 263168-page MR as a three-level page list"
+
 echo 8 >/proc/sys/vm/nr_hugepages
 [ "$(cat /proc/sys/vm/nr_hugepages)" -ge 6 ] || fail "fewer than 6 huge pages of 2 MiB reserved"
 mkdir -p /mnt/huge
@@ -50,8 +64,9 @@ pingpong() { # PORT ARGS...
 	shift
 	ibv_rc_pingpong -d ordma0 -p "$port" "$@" >/tmp/pp-server.out 2>&1 &
 	spid=$!
-	sleep 0.5
-	ibv_rc_pingpong -d ordma0 -p "$port" "$@" localhost >/tmp/pp-client.out 2>&1 || rc=$?
+	wait_listen "$port" $spid || { cat /tmp/pp-server.out; fail "the ibv_rc_pingpong server did not listen"; }
+	timeout 120 ibv_rc_pingpong -d ordma0 -p "$port" "$@" localhost >/tmp/pp-client.out 2>&1 || rc=$?
+	timeout 30 tail --pid=$spid -f /dev/null || { kill $spid 2>/dev/null; rc=124; }
 	wait $spid || rc=$?
 	cat /tmp/pp-server.out /tmp/pp-client.out
 	[ $rc = 0 ] || fail "ibv_rc_pingpong $* exited with $rc"

@@ -5,7 +5,9 @@
 # tells ib_core: a process holding a context and a PD receives IBV_EVENT_DEVICE_FATAL
 # ("local catastrophic error") from ibv_get_async_event, and its next verb fails at once
 # with EIO (not after the 5 s admin timeout). Unbind then completes without a timeout, and
-# unbind/bind resets the NIC: it works again for a new process.
+# unbind/bind resets the NIC: it works again for a new process. Another process holds a CQ
+# and a QP (769 pages of rings and record) when the NIC dies and is killed after: their
+# destroys cannot reach the dead NIC, so the pages stay pinned until unbind has stopped it.
 # nics: 1
 # debug: yes
 set -euo pipefail
@@ -14,6 +16,13 @@ P=/ordma/src/qemu-test/progs
 dev=0000:00:06.0
 D=/sys/bus/pci/drivers/ordma
 [ -e $D/$dev ] || fail "NIC not bound"
+pins() { awk '/^nr_foll_pin_acquired/ {a=$2} /^nr_foll_pin_released/ {r=$2} END {print a-r}' /proc/vmstat; }
+SLACK=64
+pinned0=$(pins)
+python3 $P/uverbs_raw.py --hold ordma0 >/tmp/hold-qp.out 2>&1 &
+qp_holder=$!
+for _ in $(seq 300); do grep -q holding /tmp/hold-qp.out && break; sleep 0.1; done
+grep -q holding /tmp/hold-qp.out || { cat /tmp/hold-qp.out; fail "the CQ/QP holder did not start"; }
 
 python3 $P/async_events.py ordma0 --pd --then-alloc-pd "local catastrophic error" >/tmp/ev.out 2>&1 &
 waiter=$!
@@ -46,9 +55,20 @@ dmesg | grep "ordma $dev" | tail -n 4
 	fail "the fatal error is not logged exactly once"
 if dmesg | grep -q "ordma $dev: admin command .* timed out"; then fail "an admin command waited for a timeout"; fi
 
+kill -KILL $qp_holder
+wait $qp_holder 2>/dev/null || true
+kept=$(($(pins) - pinned0))
+echo "the CQ/QP holder killed on the dead NIC: $kept pages still pinned"
+[ "$kept" -ge $((769 - SLACK)) ] || fail "the rings were released while the dead NIC could still reach them"
+
 t0=$(date +%s%N)
 echo $dev >$D/unbind
 echo "unbind of the dead NIC took $((($(date +%s%N) - t0) / 1000000)) ms"
+dmesg | grep -q "ordma $dev: released the memory of 2 object(s)" ||
+	fail "the CQ and QP were not released at unbind"
+left=$(($(pins) - pinned0))
+echo "after unbind: $left pages pinned"
+[ "$left" -le $SLACK ] || fail "$left pages still pinned after unbind"
 echo $dev >$D/bind
 [ "$(dmesg | grep -c "ordma $dev: port 1 ACTIVE")" = 2 ] || fail "the NIC did not come back after rebind"
 python3 $P/async_events.py ordma0 --pd >/tmp/ev2.out 2>&1 || { cat /tmp/ev2.out; fail "a new process cannot use the rebound NIC"; }

@@ -4,8 +4,8 @@
 # CQ sizes and limits, arming by doorbell, completion and CQ error events injected by the
 # model (`nic_ctl 0 event`), QP capabilities and limits, the RC state machine pair by pair
 # with its attribute checks, ibv_query_qp, SQ_DRAINED, EBUSY for a CQ or PD a QP uses, and
-# a process killed while holding a PD, MRs, CQs and QPs leaves nothing on the NIC or in
-# `rdma resource`.
+# a process killed while holding a PD, MRs, CQs and QPs leaves nothing on the NIC, in
+# `rdma resource` or pinned (its rings' pages released, /proc/vmstat's FOLL_PIN counts).
 # nics: 1
 # debug: yes
 # timeout: 400
@@ -24,13 +24,22 @@ objects() {
 	done | sed 's/ $//'
 }
 
+# Pages pinned now (FOLL_PIN, what ib_umem_get takes for MRs and for the rings). Other pins
+# come and go (9p's zero-copy I/O), so the checks allow SLACK pages.
+pins() { awk '/^nr_foll_pin_acquired/ {a=$2} /^nr_foll_pin_released/ {r=$2} END {print a-r}' /proc/vmstat; }
+SLACK=64
+
 [ "$(objects)" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "the NIC has objects before the test: $(objects)"
 res0=$(res)
 echo "rdma resource before: $res0"
 
 python3 $P/verbs_cq_qp.py cq events caps states order || fail "verbs_cq_qp.py"
 
-# A process killed while holding a PD, 2 MRs, 2 CQs and 2 QPs (one in RTS).
+# A process killed while holding a PD, 2 MRs, 2 CQs and 2 QPs (one in RTS). Its CQ rings
+# (2 x 16384 CQEs of 32 bytes) are 256 pages, its QP rings (2 x 4096 send WQEs of at least
+# 64 bytes and 4096 receive WQEs of at least 32) at least 192, its MRs 32: all pinned while
+# it lives, none after.
+pinned0=$(pins)
 python3 $P/verbs_cq_qp.py hold >/tmp/cqqp-hold.out 2>&1 &
 holder=$!
 for _ in $(seq 300); do grep -q holding /tmp/cqqp-hold.out && break; sleep 0.1; done
@@ -38,6 +47,10 @@ grep -q holding /tmp/cqqp-hold.out || { cat /tmp/cqqp-hold.out; fail "the holder
 during=$(objects)
 echo "held: the NIC has $during; rdma resource: $(res)"
 [ "$during" = "pds=1 mrs=2 cqs=2 qps=2" ] || fail "the NIC has $during while the holder runs"
+pinned_during=$(pins)
+echo "pages pinned: $pinned0 before, $pinned_during while the holder runs"
+[ $((pinned_during - pinned0)) -ge $((256 + 192 + 32 - SLACK)) ] ||
+	fail "only $((pinned_during - pinned0)) pages pinned while the holder runs"
 kill -KILL $holder
 wait $holder 2>/dev/null || true
 after=
@@ -56,7 +69,15 @@ for t in pd cq qp mr; do
 		fail "rdma resource show $t lists the killed process's objects on ordma0"
 	fi
 done
-echo "ok: the killed process left no PD, MR, CQ or QP (NIC and rdma resource)"
+pinned_after=
+for _ in $(seq 50); do
+	pinned_after=$(pins)
+	[ $((pinned_after - pinned0)) -le $SLACK ] && break
+	sleep 0.2
+done
+echo "pages pinned after SIGKILL: $pinned_after"
+[ $((pinned_after - pinned0)) -le $SLACK ] || fail "$((pinned_after - pinned0)) page(s) still pinned"
+echo "ok: the killed process left no PD, MR, CQ or QP (NIC and rdma resource) and no pinned page"
 
 # The driver logs the CQ_ERROR the test injected for CQN 0 ("CQ 0 failed"); nothing else.
 if dmesg | grep -E 'ordma.*(failed|error|leak)' | grep -vE 'ordma.*: CQ 0 failed'; then

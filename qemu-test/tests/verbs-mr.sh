@@ -3,7 +3,8 @@
 # (qemu-test/progs/verbs_mr.py): keys, the page size the NIC is given (4 KiB pages,
 # a hugetlbfs 2 MiB page, transparent huge pages), several MRs over one buffer,
 # access flags, RLIMIT_MEMLOCK for an ordinary user, a killed process's MRs, and an MR over
-# a dma-buf (udmabuf from a memfd). Last, the NIC's model dies under a process holding
+# dma-bufs (udmabuf from a memfd of 4 KiB pages and of a 2 MiB hugetlb page, each with
+# the page size the NIC is given checked). Last, the NIC's model dies under a process holding
 # MRs, which registers one more (CREATE_MR times out) and is then killed: neither the
 # create nor the destroys are acknowledged, so the pages stay pinned until unbind has
 # stopped the NIC (bus mastering off, since the dead NIC does not reset), then released;
@@ -74,6 +75,7 @@ echo "after SIGKILL: $after MR(s) on the NIC, $((pinned_after - pinned0)) pages 
 # A dma-buf MR: udmabuf over a memfd (ibv_reg_dmabuf_mr, ib_umem_dmabuf_get_pinned).
 [ -e /dev/udmabuf ] || fail "no /dev/udmabuf in the guest"
 mr dmabuf
+mr dmabuf-huge
 
 if dmesg | grep -E 'ordma.*(failed|error|leak)'; then
 	fail "errors in dmesg"

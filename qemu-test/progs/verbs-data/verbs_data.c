@@ -22,6 +22,7 @@
  *   many       16 QP pairs on one context, PD, CQ and MR: a SEND and a WRITE of 64 KiB on
  *              each, all posted before any completion is polled; every completion once,
  *              every byte
+ *   shared, levels  MRs under the data path: see mr_checks.c
  * Prints a line per check; exits 0 only when all held.
  */
 #define _GNU_SOURCE
@@ -40,37 +41,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BUF_SIZE (6u << 20) /* per side: a source and a destination of 2 MiB and more (3 huge pages) */
-#define MAX_MSG (2u << 20)
-#define RW (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
+#include "verbs_data.h"
 
-static const char *dev_a = "ordma0", *dev_b = "ordma0", *mem_kind = "4k";
-static int failures;
-
-#define FAIL(...)                                                                          \
-	do {                                                                               \
-		printf("FAIL: " __VA_ARGS__);                                              \
-		printf("\n");                                                              \
-		failures++;                                                                \
-	} while (0)
-
-struct buf {
-	uint8_t *addr;
-	size_t len;
-	int fd; /* the dma-buf, or -1 */
-};
-
-struct side {
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
-	struct ibv_comp_channel *ch;
-	struct ibv_cq *cq;
-	struct ibv_qp *qp;
-	struct buf buf;
-	struct ibv_mr *mr;
-	uint16_t lid;
-	uint32_t max_inline;
-};
+const char *dev_a = "ordma0", *dev_b = "ordma0", *mem_kind = "4k";
+int failures;
 
 static struct ibv_context *open_dev(const char *name)
 {
@@ -89,13 +63,13 @@ static struct ibv_context *open_dev(const char *name)
 	return ctx;
 }
 
-static void die(const char *what)
+void die(const char *what)
 {
 	fprintf(stderr, "%s: %s\n", what, strerror(errno));
 	exit(2);
 }
 
-static struct buf alloc_buf(int side)
+struct buf alloc_buf(int side)
 {
 	struct buf b = { .len = BUF_SIZE, .fd = -1 };
 
@@ -133,7 +107,7 @@ static struct buf alloc_buf(int side)
 	return b;
 }
 
-static struct ibv_mr *reg(struct side *s, int access)
+struct ibv_mr *reg(struct side *s, int access)
 {
 	struct ibv_mr *mr;
 
@@ -146,7 +120,7 @@ static struct ibv_mr *reg(struct side *s, int access)
 	return mr;
 }
 
-static void side_open(struct side *s, const char *dev, int n, int access)
+void side_open(struct side *s, const char *dev, int n, int access)
 {
 	struct ibv_port_attr port;
 
@@ -177,7 +151,7 @@ static void side_open(struct side *s, const char *dev, int n, int access)
 	s->max_inline = ia.cap.max_inline_data;
 }
 
-static void side_close(struct side *s)
+void side_close(struct side *s)
 {
 	if (ibv_destroy_qp(s->qp) || ibv_dereg_mr(s->mr) || ibv_destroy_cq(s->cq) ||
 	    ibv_destroy_comp_channel(s->ch) || ibv_dealloc_pd(s->pd))
@@ -189,7 +163,7 @@ static void side_close(struct side *s)
 }
 
 /* RESET -> INIT -> RTR -> RTS towards `to`, PSNs 0x100 + qpn so each pair has its own. */
-static void connect_qp(struct side *s, struct side *to, int rnr_retry)
+void connect_qp(struct side *s, struct side *to, int rnr_retry)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = RW };
 
@@ -220,7 +194,7 @@ static void connect_qp(struct side *s, struct side *to, int rnr_retry)
 }
 
 /* One completion from s's CQ within 20 s, or a zeroed wc with status -1. */
-static struct ibv_wc poll_one(struct side *s)
+struct ibv_wc poll_one(struct side *s)
 {
 	struct ibv_wc wc;
 	struct timespec t0, t;
@@ -245,7 +219,7 @@ static struct ibv_wc poll_one(struct side *s)
 	return wc;
 }
 
-static int expect_wc(struct side *s, const char *what, uint64_t wr_id, enum ibv_wc_status st,
+int expect_wc(struct side *s, const char *what, uint64_t wr_id, enum ibv_wc_status st,
 		     int opcode, int64_t byte_len)
 {
 	struct ibv_wc wc = poll_one(s);
@@ -263,7 +237,7 @@ static int expect_wc(struct side *s, const char *what, uint64_t wr_id, enum ibv_
 }
 
 static uint64_t rng = 88172645463325252ull;
-static void fill(uint8_t *p, size_t n)
+void fill(uint8_t *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		rng ^= rng << 13;
@@ -274,7 +248,7 @@ static void fill(uint8_t *p, size_t n)
 }
 
 /* Splits [addr, addr + len) into up to `max` SGEs of uneven sizes. */
-static int sges(struct ibv_sge *sg, int max, uint8_t *addr, size_t len, uint32_t lkey)
+int sges(struct ibv_sge *sg, int max, uint8_t *addr, size_t len, uint32_t lkey)
 {
 	int n = 0;
 	size_t off = 0;
@@ -289,7 +263,7 @@ static int sges(struct ibv_sge *sg, int max, uint8_t *addr, size_t len, uint32_t
 	return n;
 }
 
-static int post_send(struct side *s, uint64_t wr_id, enum ibv_wr_opcode op, struct ibv_sge *sg, int n,
+int post_send(struct side *s, uint64_t wr_id, enum ibv_wr_opcode op, struct ibv_sge *sg, int n,
 		     int flags, uint64_t raddr, uint32_t rkey, uint32_t imm)
 {
 	struct ibv_send_wr wr = { .wr_id = wr_id, .sg_list = sg, .num_sge = n, .opcode = op,
@@ -303,7 +277,7 @@ static int post_send(struct side *s, uint64_t wr_id, enum ibv_wr_opcode op, stru
 	return rc;
 }
 
-static int post_recv(struct side *s, uint64_t wr_id, struct ibv_sge *sg, int n)
+int post_recv(struct side *s, uint64_t wr_id, struct ibv_sge *sg, int n)
 {
 	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = sg, .num_sge = n }, *bad = NULL;
 	int rc = ibv_post_recv(s->qp, &wr, &bad);
@@ -315,7 +289,7 @@ static int post_recv(struct side *s, uint64_t wr_id, struct ibv_sge *sg, int n)
 static const char *op_name[] = { "WRITE", "WRITE_IMM", "SEND", "SEND_IMM", "READ" };
 
 /* One transfer of `len` bytes a -> b (READ: b's bytes into a), checked byte for byte. */
-static void transfer(struct side *a, struct side *b, enum ibv_wr_opcode op, size_t len, int inl)
+void transfer(struct side *a, struct side *b, enum ibv_wr_opcode op, size_t len, int inl)
 {
 	static uint64_t id = 1;
 	uint8_t *src = a->buf.addr + 3, *dst = b->buf.addr + MAX_MSG + 64 + 5;
@@ -398,7 +372,7 @@ static enum ibv_qp_state qp_state(struct side *s)
 	return a.qp_state;
 }
 
-static void pair(struct side *a, struct side *b, int access_b, int rnr_retry)
+void pair(struct side *a, struct side *b, int access_b, int rnr_retry)
 {
 	side_open(a, dev_a, 0, RW);
 	side_open(b, dev_b, 1, access_b);
@@ -672,7 +646,7 @@ int verbs_data_main(int argc, char **argv)
 	}
 	if (i >= argc) {
 		fprintf(stderr, "usage: %s [--dev A] [--dev2 B] [--mem 4k|huge:PATH|dmabuf] "
-				"transfers|errors|rnr|events|many...\n", argv[0]);
+				"transfers|errors|rnr|events|many|shared|levels...\n", argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -688,6 +662,10 @@ int verbs_data_main(int argc, char **argv)
 			check_events();
 		else if (!strcmp(argv[i], "many"))
 			check_many();
+		else if (!strcmp(argv[i], "shared"))
+			check_shared();
+		else if (!strcmp(argv[i], "levels"))
+			check_levels();
 		else {
 			fprintf(stderr, "unknown check %s\n", argv[i]);
 			return 2;

@@ -2,6 +2,9 @@
 //!
 //! Per size (4 KiB, 64 KiB, 2 MiB), in bytes per second:
 //! - `memcpy`: `copy_from_slice` between two `Vec<u8>`, the ceiling;
+//! - `memcpy_4k_scattered`: the same bytes as 4 KiB `copy_from_slice`s between the pages of
+//!   two 2 MiB `Vec<u8>` in the order of the scattered MRs below, the ceiling of
+//!   `write_engine/4k_pages`;
 //! - `dma_copy`: the model's raw guest-to-guest copy primitive, [`Dma::dma_copy`], between
 //!   two contiguous guest-memory ranges;
 //! - `write_engine/4k_pages` and `write_engine/2m_pages`: one loopback RDMA WRITE end to end
@@ -155,6 +158,29 @@ fn bench(c: &mut Criterion) {
                 black_box(&mut dst);
             });
         });
+        let (ssrc, mut sdst) = (
+            bytes(2, SCAT_PAGES as usize * 4096),
+            vec![0u8; SCAT_PAGES as usize * 4096],
+        );
+        g.bench_with_input(
+            BenchmarkId::new("memcpy_4k_scattered", name),
+            &len,
+            |b, &len| {
+                b.iter(|| {
+                    let mut done = 0usize;
+                    for i in 0..SCAT_PAGES {
+                        if done >= len {
+                            break;
+                        }
+                        let n = 4096.min(len - done);
+                        let at = scat_page(i) as usize * 4096;
+                        sdst[at..at + n].copy_from_slice(black_box(&ssrc[at..at + n]));
+                        done += n;
+                    }
+                    black_box(&mut sdst);
+                });
+            },
+        );
         g.bench_with_input(BenchmarkId::new("dma_copy", name), &len, |b, &len| {
             b.iter(|| {
                 rig.mem

@@ -197,8 +197,9 @@ impl<'bound> Nic<'bound> {
 
     /// Runs `destroy`, the command that destroys object `what` `num`, then releases its
     /// `memory`. Destroying cannot fail towards ib_core: a NIC that did not acknowledge may
-    /// still use the memory, which then stays until the NIC is stopped. A dead NIC does no
-    /// more DMA (it stopped on its fatal error).
+    /// still use the memory, which then stays until the NIC is stopped. That holds for a
+    /// dead NIC too: it said it stopped (`FATAL`), but the word of a failed device is not
+    /// what keeps memory safe; unbind's reset or bus mastering off is.
     pub(crate) fn destroy_reaching(
         &self,
         what: &str,
@@ -208,7 +209,11 @@ impl<'bound> Nic<'bound> {
     ) {
         match destroy() {
             Ok(()) => drop(memory),
-            Err(_) if self.is_dead() => drop(memory),
+            Err(_) if self.is_dead() => {
+                if let Some(m) = memory {
+                    self.retire(m);
+                }
+            }
             Err(e) => {
                 dev_warn!(
                     self.pdev,

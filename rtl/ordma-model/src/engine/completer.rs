@@ -99,14 +99,13 @@ impl Nic {
         }
     }
 
-    /// The read responses of a READ of `len` bytes into `dst`: one per `mtu` bytes, each
-    /// copied from the responder's memory to the requester's as it arrives.
+    /// The read responses of a READ of `len` bytes into `dst` (loopback): the responder's
+    /// bytes copied into the requester's memory, the responses' bytes together.
     pub(super) fn read_responses(
         &mut self,
         answer: Answer,
         dst: &Data,
         len: u64,
-        mtu: u64,
         mem: &dyn Dma,
     ) -> Answer {
         let Answer::Read(src) = answer else {
@@ -114,14 +113,11 @@ impl Nic {
         };
         let gated = self.gate(mem);
         let (mut sp, mut dp) = (Pos::default(), Pos::default());
-        let mut left = len;
-        // One read response per `mtu` bytes, each copied as it arrives.
-        while left > 0 {
-            let n = usize::try_from(left.min(mtu)).unwrap_or(0);
-            if n == 0 || !src.copy_to(&gated, &mut sp, dst, &mut dp, n) {
-                return Answer::Local(hw::WC_LOC_PROT_ERR);
-            }
-            left -= n as u64;
+        // The read responses of one message arrive in one call (loopback): their bytes
+        // move together, one copy per stretch contiguous on both sides.
+        let ok = usize::try_from(len).is_ok_and(|n| src.copy_to(&gated, &mut sp, dst, &mut dp, n));
+        if !ok {
+            return Answer::Local(hw::WC_LOC_PROT_ERR);
         }
         Answer::Read(src)
     }

@@ -3,8 +3,9 @@
 //!
 //! An MR's key is `index << 8 | key` ([`hw::mr_key`]): the table slot and the 8-bit key that
 //! changes each time the slot is reused, so a key that outlived its MR matches nothing. The
-//! NIC validates the whole page list when the MR is created and keeps only its root; a
-//! translation walks the tables again (one 8-byte read per level and page touched).
+//! NIC validates the whole page list when the MR is created and keeps only its root; each
+//! translation walks the tables again: the entries of the pages it touches, one read per
+//! level-0 table (up to 512 entries), and one 8-byte read per upper level for each.
 
 use ordma_hw as hw;
 use tracing::debug;
@@ -166,10 +167,15 @@ impl Nic {
             .ok_or(XlateError::Bounds)?;
         let mut left = len;
         let mut out: Vec<(u64, u64)> = Vec::new();
+        // One past the last page the range touches (bounded by the MR's pages).
+        let end_page = off
+            .checked_add(len)
+            .map_or(u64::MAX, |e| e.div_ceil(page_size));
+        let mut cursor = pages::Cursor::new(mem, &mr.pages, end_page);
         while left > 0 {
             let in_page = off % page_size;
             let chunk = left.min(page_size - in_page);
-            let page = pages::page_addr(mem, &mr.pages, off >> shift).map_err(|e| match e {
+            let page = cursor.page_addr(off >> shift).map_err(|e| match e {
                 PageError::Shape | PageError::Unreachable => XlateError::Dma,
             })?;
             let addr = page.checked_add(in_page).ok_or(XlateError::Dma)?;

@@ -3,7 +3,8 @@
 //! packets, one per `path_mtu` bytes, to the responder. Loopback only: a QP whose AV `dlid`
 //! is the port's own LID talks to `dest_qp_num` on this NIC, synchronously, packet by
 //! packet: each request goes through the [`super::responder`] at once and its answer
-//! through the [`super::completer`].
+//! through the [`super::completer`]; a WRITE's middle packets go together, once its first
+//! packet made the responder keep the translation of the whole range.
 
 use ordma_hw as hw;
 
@@ -407,7 +408,7 @@ impl Nic {
             psn: packet::psn_add(first_psn, i as u32),
             ..Default::default()
         };
-        let mut inb = Inbound::default();
+        let mut inb = Inbound::one_call();
         if req.wqe.opcode == hw::WR_RDMA_READ {
             let pkt = Packet {
                 bth: bth(packet::READ_REQUEST, 0, true),
@@ -419,14 +420,38 @@ impl Nic {
                 ..Default::default()
             };
             let answer = self.deliver(qpn, &pkt, None, &mut inb, mem, irq);
-            let answer = self.read_responses(answer, &req.data, req.len, mtu, mem);
+            let answer = self.read_responses(answer, &req.data, req.len, mem);
             return (self.answered(qpn, answer, len32, npkts, 0), op, signaled);
         }
         let start = qp.dp.resume;
         let mut pos = req.data.seek(start.saturating_mul(mtu));
-        for i in start..npkts {
+        let mut i = start;
+        while i < npkts {
             let last = i + 1 == npkts;
             let opcode = opcode_of(req.wqe.opcode, i, npkts);
+            if opcode == packet::WRITE_MIDDLE && inb.writing() {
+                // The responder kept the first packet's translation: every middle packet
+                // at once, one copy per contiguous stretch (the last one follows alone).
+                let count = npkts - 1 - i;
+                let n = count.saturating_mul(mtu);
+                // CAST: PSN arithmetic is mod 2^24.
+                let psn = packet::psn_add(first_psn, i as u32);
+                let answer = self.deliver_middles(
+                    qpn,
+                    qp.attr.dest_qp_num,
+                    psn,
+                    count,
+                    Some((&req.data, &mut pos, n)),
+                    &mut inb,
+                    mem,
+                    irq,
+                );
+                if !matches!(answer, Answer::Ack) {
+                    return (self.answered(qpn, answer, len32, npkts, i), op, signaled);
+                }
+                i += count;
+                continue;
+            }
             let (reth, imm) = packet::headers(opcode).map_or((false, false), |h| (h.0, h.2));
             let pkt = Packet {
                 bth: bth(opcode, i, last),
@@ -450,6 +475,7 @@ impl Nic {
             if !matches!(answer, Answer::Ack) || last {
                 return (self.answered(qpn, answer, len32, npkts, i), op, signaled);
             }
+            i += 1;
         }
         (Step::Done(len32), op, signaled)
     }

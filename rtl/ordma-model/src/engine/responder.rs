@@ -16,11 +16,37 @@ use crate::mem::Dma;
 /// buffers and the bytes so far. Loopback hands a message over in one call of the
 /// requester, and an RNR NAK can only answer a SEND's first packet, so this lives with
 /// the requester's loop.
+///
+/// In loopback it also keeps the translation of the RDMA WRITE being received, made on its
+/// first packet, for the message's other packets: nothing can change the MR or the QP
+/// between them (the whole message runs in one call, the NIC held). The wire's `Inbound`
+/// lives across frames, between which the driver may destroy the MR: there each packet is
+/// translated again.
 #[derive(Debug, Default)]
 pub(super) struct Inbound {
     recv: Option<(u16, Data, u64)>,
     got: u64,
     pos: Pos,
+    /// Whether the message is handed over in one call (loopback): WRITE keeps `write`.
+    one_call: bool,
+    /// The WRITE being received: its whole range translated, and the position in it.
+    write: Option<(Data, Pos)>,
+}
+
+impl Inbound {
+    /// The state for one message handed over in one call (loopback).
+    pub(super) fn one_call() -> Self {
+        Self {
+            one_call: true,
+            ..Self::default()
+        }
+    }
+
+    /// Whether a WRITE is being received with its translation kept (loopback, after its
+    /// first packet).
+    pub(super) fn writing(&self) -> bool {
+        self.write.is_some()
+    }
 }
 
 /// A payload handed to the responder: the sender's data, the position, the length.
@@ -43,23 +69,10 @@ impl Nic {
         irq: &dyn Interrupts,
     ) -> Answer {
         let qpn = pkt.bth.dest_qp;
-        let Some(qp) = self.qp(qpn).copied() else {
-            return Answer::Drop;
+        let qp = match self.accept(src, qpn, pkt.bth.psn, mem, irq) {
+            Ok(qp) => qp,
+            Err(a) => return a,
         };
-        let live = matches!(qp.state, hw::QPS_RTR | hw::QPS_RTS | hw::QPS_SQD);
-        if !live || qp.attr.dest_qp_num != src {
-            debug!(qpn, src, state = qp.state, "request dropped");
-            return Answer::Drop;
-        }
-        if qp.state == hw::QPS_RTR && !qp.dp.comm_est {
-            if let Some(q) = self.qp_mut(qpn) {
-                q.dp.comm_est = true;
-            }
-            self.post_event(hw::EVENT_QP_COMM_EST, qpn, 0, mem, irq);
-        }
-        if pkt.bth.psn != qp.attr.rq_psn {
-            return Answer::Nak(NakCode::PsnSeq);
-        }
         let gated = self.gate(mem);
         let op = pkt.bth.opcode;
         let mut advance = 1u64;
@@ -83,7 +96,7 @@ impl Nic {
             | packet::WRITE_ONLY_IMM
             | packet::WRITE_MIDDLE
             | packet::WRITE_LAST
-            | packet::WRITE_LAST_IMM => self.write_data(qpn, pkt, payload, &gated, mem, irq),
+            | packet::WRITE_LAST_IMM => self.write_data(qpn, pkt, payload, inb, &gated, mem, irq),
             packet::READ_REQUEST => {
                 let reth = pkt.reth.unwrap_or_default();
                 let len = u64::from(reth.dma_len);
@@ -105,6 +118,85 @@ impl Nic {
             }
         }
         answer
+    }
+
+    /// The checks every request packet passes first, from QP `src` to QP `qpn` with PSN
+    /// `psn`: the QP is live and connected to `src` (else dropped), `QP_COMM_EST` on the
+    /// first request in `RTR`, the PSN is the one expected (else `NAK PSN sequence error`).
+    /// A copy of the QP.
+    fn accept(
+        &mut self,
+        src: u32,
+        qpn: u32,
+        psn: u32,
+        mem: &dyn Dma,
+        irq: &dyn Interrupts,
+    ) -> Result<super::qp::Qp, Answer> {
+        let Some(qp) = self.qp(qpn).copied() else {
+            return Err(Answer::Drop);
+        };
+        let live = matches!(qp.state, hw::QPS_RTR | hw::QPS_RTS | hw::QPS_SQD);
+        if !live || qp.attr.dest_qp_num != src {
+            debug!(qpn, src, state = qp.state, "request dropped");
+            return Err(Answer::Drop);
+        }
+        if qp.state == hw::QPS_RTR && !qp.dp.comm_est {
+            if let Some(q) = self.qp_mut(qpn) {
+                q.dp.comm_est = true;
+            }
+            self.post_event(hw::EVENT_QP_COMM_EST, qpn, 0, mem, irq);
+        }
+        if psn != qp.attr.rq_psn {
+            return Err(Answer::Nak(NakCode::PsnSeq));
+        }
+        Ok(qp)
+    }
+
+    /// Loopback: `count` consecutive `WRITE_MIDDLE` packets from QP `src` to QP `qpn`, the
+    /// first with PSN `psn`, carrying `payload`'s bytes together, delivered at once after
+    /// the message's first packet kept its translation ([`Inbound::writing`]). The checks
+    /// are those of each packet: the QP live, connected to `src`, expecting `psn`; a WRITE
+    /// in progress with at least these bytes left. Then one copy per stretch contiguous on
+    /// both sides, and `rq_psn` advances by `count`: the same outcome as `count` calls of
+    /// [`Self::deliver`], but for where a failed copy stops (the message fails either way).
+    #[allow(clippy::too_many_arguments, reason = "the packets and their context")]
+    pub(super) fn deliver_middles(
+        &mut self,
+        src: u32,
+        qpn: u32,
+        psn: u32,
+        count: u64,
+        payload: Payload<'_>,
+        inb: &mut Inbound,
+        mem: &dyn Dma,
+        irq: &dyn Interrupts,
+    ) -> Answer {
+        let qp = match self.accept(src, qpn, psn, mem, irq) {
+            Ok(qp) => qp,
+            Err(a) => return a,
+        };
+        let (Some((dst, mut pos)), Some((va, rkey, left, total))) = (inb.write.take(), qp.dp.write)
+        else {
+            return Answer::Nak(NakCode::InvalidRequest);
+        };
+        let n = payload.as_ref().map_or(0, |p| p.2);
+        // At most the message's packets (2^31 / 256); PSNs are mod 2^24.
+        let Ok(advance) = u32::try_from(count) else {
+            return Answer::Nak(NakCode::InvalidRequest);
+        };
+        if n > left {
+            return Answer::Nak(NakCode::InvalidRequest);
+        }
+        let gated = self.gate(mem);
+        if !Self::copy(payload, &dst, &mut pos, &gated) {
+            return Answer::Nak(NakCode::RemoteOp);
+        }
+        inb.write = Some((dst, pos));
+        if let Some(q) = self.qp_mut(qpn) {
+            q.dp.write = Some((va.wrapping_add(n), rkey, left - n, total));
+            q.attr.rq_psn = packet::psn_add(q.attr.rq_psn, advance);
+        }
+        Answer::Ack
     }
 
     /// One more message done at QP `qpn` (the AETH's MSN).
@@ -283,13 +375,15 @@ impl Nic {
     }
 
     /// An RDMA WRITE packet: the first checks the whole range; each writes its piece; a
-    /// WRITE with immediate consumes a receive WQE on its last packet.
+    /// WRITE with immediate consumes a receive WQE on its last packet. In loopback
+    /// ([`Inbound::one_call`]) the first packet's translation serves the whole message.
     #[allow(clippy::too_many_arguments, reason = "the packet and its context")]
     fn write_data(
         &mut self,
         qpn: u32,
         pkt: &Packet,
         payload: Payload<'_>,
+        inb: &mut Inbound,
         gated: &dyn Dma,
         mem: &dyn Dma,
         irq: &dyn Interrupts,
@@ -301,15 +395,18 @@ impl Nic {
         );
         let last_imm = matches!(op, packet::WRITE_ONLY_IMM | packet::WRITE_LAST_IMM);
         let last = last_imm || matches!(op, packet::WRITE_ONLY | packet::WRITE_LAST);
+        // The translation an earlier packet of this message kept (loopback), if any: a
+        // first packet makes its own, and a refused packet ends the message and drops it.
+        let mut cache = inb.write.take();
         if first {
             let reth = pkt.reth.unwrap_or_default();
             let len = u64::from(reth.dma_len);
-            if self
-                .remote(qpn, reth.rkey, reth.va, len, hw::ACCESS_REMOTE_WRITE, gated)
-                .is_none()
-            {
+            let Some(whole) =
+                self.remote(qpn, reth.rkey, reth.va, len, hw::ACCESS_REMOTE_WRITE, gated)
+            else {
                 return self.access_error(qpn, mem, irq);
-            }
+            };
+            cache = inb.one_call.then_some((whole, Pos::default()));
             if let Some(q) = self.qp_mut(qpn) {
                 q.dp.write = Some((reth.va, reth.rkey, len, reth.dma_len));
             }
@@ -331,12 +428,22 @@ impl Nic {
             None
         };
         if n > 0 {
-            let Some(dst) = self.remote(qpn, rkey, va, n, hw::ACCESS_REMOTE_WRITE, gated) else {
-                return self.access_error(qpn, mem, irq);
+            let moved = match cache.as_mut() {
+                Some((dst, pos)) => Self::copy(payload, dst, pos, gated),
+                None => {
+                    let Some(dst) = self.remote(qpn, rkey, va, n, hw::ACCESS_REMOTE_WRITE, gated)
+                    else {
+                        return self.access_error(qpn, mem, irq);
+                    };
+                    Self::copy(payload, &dst, &mut Pos::default(), gated)
+                }
             };
-            if !Self::copy(payload, &dst, &mut Pos::default(), gated) {
+            if !moved {
                 return Answer::Nak(NakCode::RemoteOp);
             }
+        }
+        if !last {
+            inb.write = cache;
         }
         if let Some(q) = self.qp_mut(qpn) {
             q.dp.write = (!last).then_some((va.wrapping_add(n), rkey, left - n, total));

@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ordma-verbs-data's checks of MRs under the data path (the rig is verbs_data.c):
+ *   shared  two MRs over one buffer, as NCCL registers its buffers: deregistering the older,
+ *           then a newer one, leaves the survivor moving bytes; the dead key is refused
+ *   levels  an MR of 1 GiB + 4 MiB of 4 KiB pages (263168 entries: more than the two levels
+ *           of 512-entry tables hold, so the NIC gets a three-level page list), made of a
+ *           4 MiB memfd mapped over and over: each 2 MiB of the MR (what one level-0 table
+ *           covers) maps 2 MiB of the memfd from its own page offset, (k * 7 mod 509) pages
+ *           for the k-th, so no two tables within 512 of each other hold the same pages and
+ *           a wrong index at any level lands on the wrong bytes. WRITEs and READs past 1 GiB,
+ *           across the 1 GiB boundary, across a table and on the MR's last byte land in,
+ *           and come from, the memfd where that mapping says
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "verbs_data.h"
+
+void check_shared(void)
+{
+	struct side a, b;
+
+	pair(&a, &b, RW, 7);
+	struct ibv_mr *first = b.mr, *second = reg(&b, RW);
+	uint32_t dead = first->rkey;
+	if (second->rkey == first->rkey || second->lkey == first->lkey)
+		FAIL("shared: two MRs over one buffer got the same key %#x", first->rkey);
+	if (ibv_dereg_mr(first))
+		die("ibv_dereg_mr (the first of two MRs over one buffer)");
+	b.mr = second;
+	printf("shared: the first of two MRs over one buffer deregistered; through the second:\n");
+	transfer(&a, &b, IBV_WR_RDMA_WRITE, 65536 + 7, 0);
+	transfer(&a, &b, IBV_WR_RDMA_READ, 65536 + 7, 0);
+	transfer(&a, &b, IBV_WR_SEND, 4096, 0);
+	struct ibv_mr *third = reg(&b, RW);
+	if (ibv_dereg_mr(third))
+		die("ibv_dereg_mr (a third MR over the buffer)");
+	printf("shared: a third MR over the buffer registered and deregistered; through the second:\n");
+	transfer(&a, &b, IBV_WR_RDMA_WRITE, MAX_MSG, 0);
+	transfer(&a, &b, IBV_WR_RDMA_READ, MAX_MSG, 0);
+
+	/* The first MR's key is gone from the NIC: a WRITE with it is a remote access error. */
+	struct ibv_sge sg = { .addr = (uintptr_t)a.buf.addr, .length = 64, .lkey = a.mr->lkey };
+	if (!post_send(&a, 900, IBV_WR_RDMA_WRITE, &sg, 1, IBV_SEND_SIGNALED, (uintptr_t)b.buf.addr,
+		       dead, 0) &&
+	    !expect_wc(&a, "shared: WRITE with the deregistered MR's rkey", 900, IBV_WC_REM_ACCESS_ERR,
+		       -1, -1))
+		printf("ok shared: the deregistered MR's rkey %#x is refused (REM_ACCESS_ERR)\n", dead);
+	side_close(&a);
+	side_close(&b);
+}
+
+#define ALIAS (2u << 20) /* what one level-0 table of 512 entries covers */
+#define FILE_SIZE (4u << 20)
+#define SPAN ((1ull << 30) + (4ull << 20))
+
+/* The memfd offset the MR's byte at `off` maps. */
+static uint64_t file_off(uint64_t off)
+{
+	return (off / ALIAS * 7 % 509) * 4096 + off % ALIAS;
+}
+
+/* One WRITE or READ of len bytes between a's buffer and the MR at off, checked against the
+ * memfd (`file`, mapped once on its own). */
+static void alias_transfer(struct side *a, struct ibv_mr *mr, uint8_t *file, int read, uint64_t off,
+			   size_t len)
+{
+	static uint64_t id = 1000;
+	uint8_t *mine = a->buf.addr + 3;
+	char what[96];
+
+	snprintf(what, sizeof(what), "levels: %s %zu B at %#llx", read ? "READ" : "WRITE", len,
+		 (unsigned long long)off);
+	memset(file, 0, FILE_SIZE);
+	if (read) {
+		for (size_t i = 0; i < len; i++)
+			file[file_off(off + i)] = (uint8_t)(i * 7 + 1);
+		memset(mine, 0, len);
+	} else {
+		fill(mine, len);
+	}
+	struct ibv_sge sg = { .addr = (uintptr_t)mine, .length = (uint32_t)len, .lkey = a->mr->lkey };
+	if (post_send(a, id, read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE, &sg, 1, IBV_SEND_SIGNALED,
+		      (uintptr_t)mr->addr + off, mr->rkey, 0) ||
+	    expect_wc(a, what, id, IBV_WC_SUCCESS, read ? IBV_WC_RDMA_READ : IBV_WC_RDMA_WRITE,
+		      read ? (int64_t)len : -1)) {
+		id++;
+		return;
+	}
+	id++;
+	for (size_t i = 0; i < len; i++) {
+		uint8_t there = file[file_off(off + i)], here = mine[i];
+		if (there != here) {
+			FAIL("%s: byte %zu is %#x in the memfd and %#x here", what, i, there, here);
+			return;
+		}
+	}
+	if (!read) { /* and nowhere else: the memfd's non-zero bytes are the message's */
+		size_t elsewhere = 0;
+		for (size_t i = 0; i < FILE_SIZE; i++)
+			elsewhere += file[i] != 0;
+		size_t nonzero = 0;
+		for (size_t i = 0; i < len; i++)
+			nonzero += mine[i] != 0;
+		if (elsewhere != nonzero) {
+			FAIL("%s: %zu non-zero bytes in the memfd, %zu sent", what, elsewhere, nonzero);
+			return;
+		}
+	}
+	printf("ok %s: every byte where the mapping puts it\n", what);
+}
+
+void check_levels(void)
+{
+	struct side a, b;
+	struct timespec t0, t1;
+
+	pair(&a, &b, RW, 7);
+	int memfd = memfd_create("verbs-data-levels", 0);
+	if (memfd < 0 || ftruncate(memfd, FILE_SIZE))
+		die("memfd");
+	uint8_t *file = mmap(NULL, FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	uint8_t *base = mmap(NULL, SPAN, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (file == MAP_FAILED || base == MAP_FAILED)
+		die("mmap (the memfd, the span)");
+	for (uint64_t off = 0; off < SPAN; off += ALIAS)
+		if (mmap(base + off, ALIAS, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, memfd,
+			 (off_t)file_off(off)) == MAP_FAILED)
+			die("mmap (an alias)");
+	memset(file, 0, FILE_SIZE);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	struct ibv_mr *mr = ibv_reg_mr(b.pd, base, SPAN, RW);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (!mr)
+		die("ibv_reg_mr (1 GiB + 4 MiB over one 4 MiB memfd)");
+	printf("ok levels: an MR of %llu pages of 4 KiB over a 4 MiB memfd mapped %llu times: key %#x, "
+	       "registered in %.1f s\n",
+	       (unsigned long long)(SPAN >> 12), (unsigned long long)(SPAN / ALIAS), mr->rkey,
+	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	static const struct {
+		uint64_t off;
+		size_t len;
+	} cases[] = {
+		{ (1ull << 30) + (1u << 20) + 7, 65536 }, /* under the root's second entry */
+		{ (1ull << 30) - 4096 + 3, 8192 }, /* across 1 GiB: from one level-2 subtree to the next */
+		{ 3ull * ALIAS - 100, 200 }, /* across a level-0 table and an alias */
+		{ SPAN - 4096 - 5, 4096 + 5 }, /* to the MR's last byte */
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		for (int read = 0; read < 2; read++)
+			alias_transfer(&a, mr, file, read, cases[i].off, cases[i].len);
+	/* One byte past the MR is a remote access error. */
+	struct ibv_sge sg = { .addr = (uintptr_t)a.buf.addr, .length = 2, .lkey = a.mr->lkey };
+	if (!post_send(&a, 999, IBV_WR_RDMA_WRITE, &sg, 1, IBV_SEND_SIGNALED,
+		       (uintptr_t)mr->addr + SPAN - 1, mr->rkey, 0) &&
+	    !expect_wc(&a, "levels: a WRITE over the MR's end", 999, IBV_WC_REM_ACCESS_ERR, -1, -1))
+		printf("ok levels: a WRITE over the MR's end is refused (REM_ACCESS_ERR)\n");
+	if (ibv_dereg_mr(mr))
+		die("ibv_dereg_mr (the aliased MR)");
+	munmap(base, SPAN);
+	munmap(file, FILE_SIZE);
+	close(memfd);
+	side_close(&a);
+	side_close(&b);
+}

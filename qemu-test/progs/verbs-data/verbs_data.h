@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: GPL-2.0
+/* ordma-verbs-data's shared rig: buffers, one side of a connection, posting and polling
+ * (verbs_data.c), used by its checks there and in mr_checks.c. */
+#ifndef VERBS_DATA_H
+#define VERBS_DATA_H
+#include <infiniband/verbs.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define BUF_SIZE (6u << 20) /* per side: a source and a destination of 2 MiB and more (3 huge pages) */
+#define MAX_MSG (2u << 20)
+#define RW (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
+
+extern const char *dev_a, *dev_b, *mem_kind;
+extern int failures;
+
+#define FAIL(...)                                                                          \
+	do {                                                                               \
+		printf("FAIL: " __VA_ARGS__);                                              \
+		printf("\n");                                                              \
+		failures++;                                                                \
+	} while (0)
+
+struct buf {
+	uint8_t *addr;
+	size_t len;
+	int fd; /* the dma-buf, or -1 */
+};
+
+struct side {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct buf buf;
+	struct ibv_mr *mr;
+	uint16_t lid;
+	uint32_t max_inline;
+};
+
+void die(const char *what);
+struct buf alloc_buf(int side);
+struct ibv_mr *reg(struct side *s, int access);
+void side_open(struct side *s, const char *dev, int n, int access);
+void side_close(struct side *s);
+void connect_qp(struct side *s, struct side *to, int rnr_retry);
+struct ibv_wc poll_one(struct side *s);
+int expect_wc(struct side *s, const char *what, uint64_t wr_id, enum ibv_wc_status st,
+	      int opcode, int64_t byte_len);
+void fill(uint8_t *p, size_t n);
+int sges(struct ibv_sge *sg, int max, uint8_t *addr, size_t len, uint32_t lkey);
+int post_send(struct side *s, uint64_t wr_id, enum ibv_wr_opcode op, struct ibv_sge *sg, int n,
+	      int flags, uint64_t raddr, uint32_t rkey, uint32_t imm);
+int post_recv(struct side *s, uint64_t wr_id, struct ibv_sge *sg, int n);
+void pair(struct side *a, struct side *b, int access_b, int rnr_retry);
+void transfer(struct side *a, struct side *b, enum ibv_wr_opcode op, size_t len, int inl);
+
+void check_shared(void);
+void check_levels(void);
+
+#endif
