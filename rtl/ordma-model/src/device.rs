@@ -93,6 +93,14 @@ pub struct Locked<'a> {
     pub irq: &'a Msix,
 }
 
+impl Drop for Locked<'_> {
+    /// The action on the NIC ended: the frames it sent leave now, together
+    /// ([`crate::engine::wire::Wire::flush`]), before the lock is released.
+    fn drop(&mut self) {
+        self.nic.flush_wire();
+    }
+}
+
 impl Device {
     /// A device for `nic` with `mem` mapped.
     pub fn new(nic: Nic, mem: GuestRam) -> Self {

@@ -360,8 +360,8 @@ fn peer_gone_ends_in_retry_exc_err() {
     assert_eq!(p.r[0].state(a), hw::QPS_ERR);
     assert_eq!(
         *sent.lock().unwrap(),
-        4,
-        "the first send and retry_cnt resends"
+        8,
+        "the first send and retry_cnt resends, of both WQEs (in flight together)"
     );
     assert_eq!(p.ticks, 4);
     assert!(!p.r[0].nic.timers_pending());
@@ -567,12 +567,32 @@ fn hostile_frames_never_panic() {
 
 #[test]
 fn socket_wire_carries_frames() {
-    let dir = std::env::temp_dir().join(format!("ordma-wire-test-{}", std::process::id()));
+    let (batches, _) = socket_write(None);
+    assert!(batches > 0, "several frames per datagram");
+    // A send buffer too small for a whole batch: smaller batches, every byte still there.
+    let (batches, largest) = socket_write(Some(64 << 10));
+    assert!(batches > 1, "several frames per datagram");
+    let small = ordma_model::wire::SMALL_BATCH;
+    assert!(largest <= small, "{largest} bytes, over {small}");
+}
+
+/// A 200 000-byte WRITE between two NICs on `SocketWire`s polled by the test, each socket
+/// to a peer asking for `sndbuf` bytes of send buffer: the batches that came and the
+/// largest datagram.
+fn socket_write(sndbuf: Option<usize>) -> (usize, usize) {
+    let dir = std::env::temp_dir().join(format!(
+        "ordma-wire-test-{}-{}",
+        std::process::id(),
+        sndbuf.unwrap_or(0)
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let mut r = [Rig::bare(1), Rig::bare(2)];
     let mut rx = Vec::new();
     for (i, x) in r.iter_mut().enumerate() {
-        let (w, sock) = ordma_model::wire::SocketWire::bind(&dir, i as u16 + 1).unwrap();
+        let (mut w, sock) = ordma_model::wire::SocketWire::bind(&dir, i as u16 + 1).unwrap();
+        if let Some(b) = sndbuf {
+            w.set_send_buffer(b);
+        }
         sock.set_nonblocking(true).unwrap();
         x.nic.set_wire(Some(Box::new(w)));
         rx.push(sock);
@@ -586,14 +606,20 @@ fn socket_wire_carries_frames() {
     let mut w = wqe(hw::WR_RDMA_WRITE, SIGNALED, 1);
     (w.remote_addr, w.rkey) = (BIG_VA + 0x100, big1);
     r[0].send('a', w, &[sge(BIG_VA, 200_000, big0)], &[]);
-    let mut buf = vec![0u8; wire::MAX_FRAME];
+    // Used without a `Device`, the NIC's owner (the test) sends what its actions gathered.
+    r[0].nic.flush_wire();
+    let mut buf = vec![0u8; wire::MAX_BATCH];
+    let (mut batches, mut largest) = (0, 0);
     let deadline = Instant::now() + Duration::from_secs(20);
     let cqe = loop {
         let mut quiet = true;
         for (i, s) in rx.iter().enumerate() {
             while let Ok(n) = s.recv(&mut buf) {
                 quiet = false;
-                r[i].nic.receive_frame(&buf[..n], &r[i].mem, &r[i].irq);
+                batches += usize::from(buf[..4] == wire::BATCH_MAGIC);
+                largest = largest.max(n);
+                r[i].nic.receive_datagram(&buf[..n], &r[i].mem, &r[i].irq);
+                r[i].nic.flush_wire();
             }
         }
         if let Some(c) = r[0].poll('s') {
@@ -601,6 +627,7 @@ fn socket_wire_carries_frames() {
         }
         if quiet {
             r[0].nic.tick(Instant::now(), &r[0].mem, &r[0].irq);
+            r[0].nic.flush_wire();
             std::thread::sleep(Duration::from_millis(1));
         }
         assert!(Instant::now() < deadline, "no completion");
@@ -608,6 +635,7 @@ fn socket_wire_carries_frames() {
     assert_eq!(cqe.status, hw::WC_SUCCESS);
     assert!(r[1].read(BIG_VA + 0x100, 200_000) == data);
     std::fs::remove_dir_all(&dir).ok();
+    (batches, largest)
 }
 
 #[test]

@@ -34,6 +34,7 @@ pub mod counters;
 pub mod cq;
 pub mod doorbell;
 pub mod events;
+pub mod flights;
 pub mod mr;
 pub mod packet;
 pub mod pages;

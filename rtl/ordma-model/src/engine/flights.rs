@@ -1,0 +1,538 @@
+//! The requester and completer over the wire ([`super::remote`] has the frames in and the
+//! responder): several WQEs of a QP in flight at once.
+//!
+//! - The WQEs from the SQ's head on are on the wire in order (`Flights`), at most
+//!   [`MAX_FLIGHTS`], their PSNs following each other, their packets sent up to [`WINDOW`]
+//!   beyond the first one not acknowledged (across the WQEs), the AckReq bit on every
+//!   [`ACK_EVERY`]th packet of a message and on its last. A READ goes alone: it starts
+//!   only when nothing else is in flight, and nothing starts behind it.
+//! - An ACK at a PSN acknowledges it and every packet before, so every WQE before it
+//!   completes, in order; a NAK or an RNR NAK at a PSN acknowledges every packet before it.
+//!   RNR NAKs wait `min_rnr_timer` and count against `rnr_retry` as in loopback; other
+//!   NAKs end their WQE in their error (and the QP in `ERR` flushes the rest).
+//! - Go-back-N: a timeout (the QP's `timeout`: 4.096 µs × 2^timeout, 0 = never) or a PSN
+//!   sequence NAK sends again from the first packet not acknowledged, that WQE's and every
+//!   one behind it; `retry_cnt` timeouts without progress end the head WQE in
+//!   `WC_RETRY_EXC_ERR`. A READ is one request packet; its responses are taken in PSN
+//!   order only, and a gap (once per gap) or a timeout asks for the rest: a READ request
+//!   at the first missing response's PSN.
+//! - A WQE behind others that cannot be started (refused) or sent (its local data cannot
+//!   be read) is held, nothing starts behind it, and it completes in error when it reaches
+//!   the head (completions stay in SQ order).
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use ordma_hw as hw;
+use tracing::debug;
+
+use super::completer::{read_packets, rnr_delay, RETRY_FOREVER};
+use super::packet::{self, Bth, NakCode, Packet, Reth, Syndrome};
+use super::qp::{qp_index, Qp};
+use super::remote::{ack_timeout, psn_sub};
+use super::requester::{mtu_bytes, opcode_of, Request};
+use super::wire::Frame;
+use super::{Interrupts, Nic};
+use crate::mem::Dma;
+
+/// Packets the requester sends beyond the first one not acknowledged.
+pub const WINDOW: u64 = 256;
+/// The requester asks for an ACK on every this many packets (and on a message's last).
+pub const ACK_EVERY: u64 = 8;
+/// WQEs of one QP on the wire at once at most.
+pub const MAX_FLIGHTS: usize = 32;
+
+/// A WQE on the wire.
+struct Flight {
+    index: u16,
+    op: u8,
+    signaled: bool,
+    req: Request,
+    first_psn: u32,
+    npkts: u64,
+    /// Packets acknowledged (READ: responses received), from the first.
+    acked: u64,
+    /// The next packet to send.
+    next: u64,
+    /// Timeouts left before `WC_RETRY_EXC_ERR`.
+    retries: u8,
+    /// When the requester gives up waiting and sends again.
+    deadline: Option<Instant>,
+    /// READ: the response count at which the rest was asked for again after a gap.
+    reread: Option<u64>,
+}
+
+impl Flight {
+    fn read(&self) -> bool {
+        self.req.wqe.opcode == hw::WR_RDMA_READ
+    }
+
+    /// Back to the first packet not acknowledged (READ: a request for the rest).
+    fn rewind(&mut self) {
+        self.next = if self.read() { 0 } else { self.acked };
+    }
+}
+
+/// A QP's requester on the wire.
+#[derive(Default)]
+pub(super) struct Flights {
+    /// The WQEs on the wire, from the SQ's head, in SQ and PSN order.
+    q: VecDeque<Flight>,
+    /// The WQE behind them that could not be started or sent: its index, completion
+    /// status and opcode; it completes in error at the head.
+    refused: Option<(u16, u8, u8)>,
+}
+
+impl Flights {
+    /// Every WQE back to its first packet not acknowledged, its timer stopped.
+    fn rewind(&mut self) {
+        for f in &mut self.q {
+            f.rewind();
+            f.deadline = None;
+            f.reread = None;
+        }
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.q.iter().filter_map(|f| f.deadline).min()
+    }
+}
+
+/// How a frame ended the flight it hit.
+enum Outcome {
+    Keep,
+    Progress,
+    Send,
+    Done(u8, u32),
+}
+
+impl Nic {
+    /// Takes QP `qpn`'s requester state out (put it back with [`Self::put_flights`]).
+    fn take_flights(&mut self, qpn: u32) -> Flights {
+        self.wire_qps
+            .get_mut(&qpn)
+            .map(|r| std::mem::take(&mut r.flights))
+            .unwrap_or_default()
+    }
+
+    /// Puts QP `qpn`'s requester state back, unless the QP left the states that send (an
+    /// error completion moved it to `ERR`, which forgot its wire state).
+    fn put_flights(&mut self, qpn: u32, fs: Flights) {
+        if self
+            .qp(qpn)
+            .is_some_and(|q| matches!(q.state, hw::QPS_RTS | hw::QPS_SQD))
+        {
+            self.wire_qps.entry(qpn).or_default().flights = fs;
+        }
+    }
+
+    /// Runs QP `qpn`'s send queue towards another NIC: sends what the window allows of
+    /// the WQEs in flight and starts the next ones; a refused WQE at the head completes
+    /// in error.
+    pub(super) fn pump(&mut self, qpn: u32, mem: &dyn Dma, irq: &dyn Interrupts) {
+        // Bounded: each pass completes a refused WQE or returns.
+        for _ in 0..=u32::from(u16::MAX) {
+            let Some(qp) = self.qp(qpn).copied() else {
+                return;
+            };
+            if qp.state != hw::QPS_RTS || qp.dp.rnr_wait.is_some() {
+                return;
+            }
+            let mut fs = self.take_flights(qpn);
+            if fs.q.is_empty() {
+                if let Some((index, status, op)) = fs.refused.take() {
+                    self.complete_send(qpn, index, status, op, 0, true, mem, irq);
+                    continue;
+                }
+            }
+            self.send_flights(qpn, &mut fs, mem);
+            let again = fs.q.is_empty() && fs.refused.is_some();
+            self.put_flights(qpn, fs);
+            if !again {
+                return;
+            }
+        }
+    }
+
+    /// Sends the flights' packets as far as the window allows, starting WQEs behind them
+    /// while there is room.
+    fn send_flights(&mut self, qpn: u32, fs: &mut Flights, mem: &dyn Dma) {
+        let Some(mut qp) = self.qp(qpn).copied() else {
+            return;
+        };
+        // The window, in packets counted from the head WQE's first.
+        let end = fs.q.front().map_or(0, |f| f.acked).saturating_add(WINDOW);
+        let mut before = 0u64;
+        let mut i = 0;
+        loop {
+            if i == fs.q.len() {
+                // CAST: at most MAX_FLIGHTS.
+                let index = qp.sq.ci.wrapping_add(i as u16);
+                if fs.refused.is_some()
+                    || i >= MAX_FLIGHTS
+                    || index == qp.sq.pi
+                    || before >= end
+                    || fs.q.back().is_some_and(Flight::read)
+                {
+                    return;
+                }
+                match self.start(qpn, &qp, index, i == 0, mem) {
+                    Ok(Some(f)) => fs.q.push_back(f),
+                    Ok(None) => return,
+                    Err(refused) => {
+                        fs.refused = Some(refused);
+                        return;
+                    }
+                }
+                // `start` took the WQE's PSNs: `sq_psn` moved.
+                let Some(q) = self.qp(qpn).copied() else {
+                    return;
+                };
+                qp = q;
+            }
+            let Some(fl) = fs.q.get_mut(i) else {
+                return;
+            };
+            if let Err(status) = self.transmit(qpn, &qp, fl, end.saturating_sub(before), mem) {
+                fs.refused = Some((fl.index, status, fl.op));
+                fs.q.truncate(i);
+                return;
+            }
+            before = before.saturating_add(fl.npkts);
+            i += 1;
+        }
+    }
+
+    /// Takes WQE `index` of QP `qpn` on the wire: checked, its PSNs taken from `sq_psn`.
+    /// `None` for a READ that is not `alone` (it waits for the WQEs before it).
+    fn start(
+        &mut self,
+        qpn: u32,
+        qp: &Qp,
+        index: u16,
+        alone: bool,
+        mem: &dyn Dma,
+    ) -> Result<Option<Flight>, (u16, u8, u8)> {
+        let (req, op) = self
+            .fetch_wqe(qpn, qp, index, mem)
+            .map_err(|(status, _, op)| (index, status, op))?;
+        let read = req.wqe.opcode == hw::WR_RDMA_READ;
+        if read && !alone {
+            return Ok(None);
+        }
+        let npkts = if read {
+            read_packets(req.len, qp.attr.path_mtu)
+        } else {
+            req.len.div_ceil(mtu_bytes(qp.attr.path_mtu)).max(1)
+        };
+        let first_psn = qp.attr.sq_psn;
+        if let Some(q) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) {
+            // CAST: PSN arithmetic is mod 2^24.
+            q.attr.sq_psn = packet::psn_add(first_psn, npkts as u32);
+        }
+        Ok(Some(Flight {
+            index,
+            op,
+            signaled: req.wqe.flags & hw::WQE_FLAG_SIGNALED != 0,
+            req,
+            first_psn,
+            npkts,
+            acked: 0,
+            next: 0,
+            retries: qp.attr.retry_cnt,
+            deadline: None,
+            reread: None,
+        }))
+    }
+
+    /// Sends the flight's packets from `next` up to (not including) packet `limit` (the
+    /// window); the error is a completion status (the local data could not be read).
+    fn transmit(
+        &mut self,
+        qpn: u32,
+        qp: &Qp,
+        fl: &mut Flight,
+        limit: u64,
+        mem: &dyn Dma,
+    ) -> Result<(), u8> {
+        let mtu = mtu_bytes(qp.attr.path_mtu);
+        let dlid = qp.attr.ah.dlid;
+        let solicited = fl.req.wqe.flags & hw::WQE_FLAG_SOLICITED != 0;
+        let bth = |opcode: u8, i: u64, ack_req: bool, last: bool| Bth {
+            opcode,
+            se: solicited && last,
+            pkey: 0xffff,
+            dest_qp: qp.attr.dest_qp_num,
+            ack_req,
+            // CAST: PSN arithmetic is mod 2^24.
+            psn: packet::psn_add(fl.first_psn, i as u32),
+            ..Default::default()
+        };
+        // CAST: at most MAX_MSG.
+        let len32 = fl.req.len as u32;
+        let reth = Reth {
+            va: fl.req.wqe.remote_addr,
+            rkey: fl.req.wqe.rkey,
+            dma_len: len32,
+        };
+        let mut sent = false;
+        if fl.read() {
+            if fl.next == 0 {
+                // The responses not received yet: the READ's tail, at its PSN.
+                let done = fl.acked.saturating_mul(mtu).min(fl.req.len);
+                let pkt = Packet {
+                    bth: bth(packet::READ_REQUEST, fl.acked, true, true),
+                    reth: Some(Reth {
+                        va: reth.va.wrapping_add(done),
+                        // CAST: at most MAX_MSG.
+                        dma_len: (fl.req.len - done) as u32,
+                        ..reth
+                    }),
+                    ..Default::default()
+                };
+                self.emit(dlid, qpn, &pkt, &[]);
+                fl.next = fl.npkts;
+                sent = true;
+            }
+        } else {
+            let gated = self.gate(mem);
+            let end = fl.npkts.min(limit);
+            let mut buf = Vec::new();
+            for i in fl.next..end {
+                let last = i + 1 == fl.npkts;
+                let opcode = opcode_of(fl.req.wqe.opcode, i, fl.npkts);
+                let (has_reth, _, imm) = packet::headers(opcode).unwrap_or_default();
+                let pkt = Packet {
+                    bth: bth(opcode, i, last || (i + 1) % ACK_EVERY == 0, last),
+                    reth: has_reth.then_some(reth),
+                    aeth: None,
+                    imm: imm.then_some(fl.req.wqe.imm.to_le_bytes()),
+                };
+                let off = i.saturating_mul(mtu);
+                let n = usize::try_from(mtu.min(fl.req.len.saturating_sub(off))).unwrap_or(0);
+                buf.resize(n, 0);
+                let mut pos = fl.req.data.seek(off);
+                if !fl.req.data.read(&gated, &mut pos, &mut buf) {
+                    return Err(hw::WC_LOC_PROT_ERR);
+                }
+                self.emit(dlid, qpn, &pkt, &buf);
+                sent = true;
+            }
+            fl.next = fl.next.max(end);
+        }
+        if sent {
+            fl.deadline = ack_timeout(qp.attr.timeout).and_then(|t| Instant::now().checked_add(t));
+        }
+        Ok(())
+    }
+
+    /// The completer's side of an ACK, NAK or read response frame.
+    pub(super) fn on_answer(&mut self, f: &Frame, mem: &dyn Dma, irq: &dyn Interrupts) {
+        let pkt = &f.packet;
+        let qpn = pkt.bth.dest_qp;
+        let Some(qp) = self.qp(qpn).copied() else {
+            return;
+        };
+        if qp.state != hw::QPS_RTS || qp.attr.ah.dlid != f.slid {
+            return;
+        }
+        let mut fs = self.take_flights(qpn);
+        // The WQE whose PSNs the frame's falls in.
+        let hit = fs.q.iter().enumerate().find_map(|(k, fl)| {
+            let d = u64::from(psn_sub(pkt.bth.psn, fl.first_psn));
+            (d < fl.npkts).then_some((k, d))
+        });
+        let syndrome = pkt.aeth.map(|a| a.syndrome);
+        let ack = pkt.bth.opcode == packet::ACKNOWLEDGE && syndrome.is_some();
+        let Some((k, diff)) = hit.filter(|&(k, _)| k == 0 || ack) else {
+            self.put_flights(qpn, fs);
+            return;
+        };
+        // An ACK or NAK at a later WQE's PSN: the responder executed every WQE before it.
+        let before: Vec<Flight> = fs.q.drain(..k).collect();
+        let Some(mut fl) = fs.q.pop_front() else {
+            self.put_flights(qpn, fs);
+            return;
+        };
+        let current = diff >= fl.acked;
+        let outcome = match (pkt.bth.opcode, syndrome) {
+            (packet::ACKNOWLEDGE, Some(Syndrome::Ack(_))) if current && !fl.read() => {
+                fl.acked = diff + 1;
+                fl.next = fl.next.max(fl.acked);
+                if fl.acked == fl.npkts {
+                    // CAST: at most MAX_MSG.
+                    Outcome::Done(hw::WC_SUCCESS, fl.req.len as u32)
+                } else {
+                    Outcome::Progress
+                }
+            }
+            (packet::ACKNOWLEDGE, Some(Syndrome::Rnr(code))) if current => {
+                let left = qp.dp.rnr_left.unwrap_or(qp.attr.rnr_retry);
+                if left == 0 {
+                    Outcome::Done(hw::WC_RNR_RETRY_EXC_ERR, 0)
+                } else {
+                    if let Some(q) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) {
+                        q.dp.rnr_left = Some(if left == RETRY_FOREVER {
+                            left
+                        } else {
+                            left - 1
+                        });
+                        let now = Instant::now();
+                        q.dp.rnr_wait = Some(now.checked_add(rnr_delay(code)).unwrap_or(now));
+                    }
+                    debug!(qpn, code, left, "RNR NAK over the wire: retry later");
+                    fl.acked = diff;
+                    fl.rewind();
+                    fl.deadline = None;
+                    fs.rewind();
+                    Outcome::Keep
+                }
+            }
+            (packet::ACKNOWLEDGE, Some(Syndrome::Nak(NakCode::PsnSeq))) if current => {
+                fl.acked = diff;
+                fl.rewind();
+                fs.rewind();
+                Outcome::Send
+            }
+            (packet::ACKNOWLEDGE, Some(Syndrome::Nak(c))) if current => {
+                let status = match c {
+                    NakCode::InvalidRequest => hw::WC_REM_INV_REQ_ERR,
+                    NakCode::RemoteAccess => hw::WC_REM_ACCESS_ERR,
+                    _ => hw::WC_REM_OP_ERR,
+                };
+                Outcome::Done(status, 0)
+            }
+            (packet::ACKNOWLEDGE, _) => Outcome::Keep,
+            (_, _) if fl.read() && diff == fl.acked && diff < fl.npkts => {
+                self.read_response(&mut fl, &qp, diff, &f.payload, mem)
+            }
+            (_, _) if fl.read() && current && fl.reread != Some(fl.acked) => {
+                // A gap in the read responses: ask for the rest again, once per gap.
+                fl.reread = Some(fl.acked);
+                fl.rewind();
+                Outcome::Send
+            }
+            _ => Outcome::Keep,
+        };
+        let progress = !before.is_empty()
+            || matches!(
+                outcome,
+                Outcome::Progress | Outcome::Done(hw::WC_SUCCESS, _)
+            );
+        for b in before {
+            // CAST: at most MAX_MSG.
+            let bytes = b.req.len as u32;
+            self.complete_send(
+                qpn,
+                b.index,
+                hw::WC_SUCCESS,
+                b.op,
+                bytes,
+                b.signaled,
+                mem,
+                irq,
+            );
+        }
+        if progress {
+            // The transport timer starts again on progress, for every WQE it runs for.
+            let again = ack_timeout(qp.attr.timeout).and_then(|t| Instant::now().checked_add(t));
+            fl.deadline = fl.deadline.and(again);
+            for f in &mut fs.q {
+                f.deadline = f.deadline.and(again);
+            }
+            fl.retries = qp.attr.retry_cnt;
+            if let Some(q) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) {
+                if !matches!(outcome, Outcome::Keep) {
+                    q.dp.rnr_left = None;
+                }
+            }
+        }
+        match outcome {
+            Outcome::Done(status, bytes) => {
+                let (index, op, signaled) = (fl.index, fl.op, fl.signaled);
+                self.complete_send(qpn, index, status, op, bytes, signaled, mem, irq);
+                self.put_flights(qpn, fs);
+                self.pump(qpn, mem, irq);
+            }
+            Outcome::Keep if !progress => {
+                fs.q.push_front(fl);
+                self.put_flights(qpn, fs);
+            }
+            Outcome::Keep | Outcome::Progress | Outcome::Send => {
+                fs.q.push_front(fl);
+                self.put_flights(qpn, fs);
+                self.pump(qpn, mem, irq);
+            }
+        }
+    }
+
+    /// Read response `k` of the flight: its bytes to the local buffers.
+    fn read_response(
+        &mut self,
+        fl: &mut Flight,
+        qp: &Qp,
+        k: u64,
+        payload: &[u8],
+        mem: &dyn Dma,
+    ) -> Outcome {
+        let mtu = mtu_bytes(qp.attr.path_mtu);
+        let off = k.saturating_mul(mtu);
+        if payload.len() as u64 != mtu.min(fl.req.len.saturating_sub(off)) {
+            return Outcome::Keep;
+        }
+        let gated = self.gate(mem);
+        let mut pos = fl.req.data.seek(off);
+        if !fl.req.data.write(&gated, &mut pos, payload) {
+            return Outcome::Done(hw::WC_LOC_PROT_ERR, 0);
+        }
+        fl.acked = k + 1;
+        if fl.acked == fl.npkts {
+            // CAST: at most MAX_MSG.
+            return Outcome::Done(hw::WC_SUCCESS, fl.req.len as u32);
+        }
+        fl.deadline = ack_timeout(qp.attr.timeout).and_then(|t| Instant::now().checked_add(t));
+        fl.retries = qp.attr.retry_cnt;
+        Outcome::Keep
+    }
+
+    /// Whether some QP waits for its transport timer.
+    pub(super) fn remote_timers(&self) -> bool {
+        self.wire_qps
+            .values()
+            .any(|r| r.flights.deadline().is_some())
+    }
+
+    /// The transport timers at `now`: every QP past its deadline sends again from the
+    /// first packet not acknowledged, or, the head WQE's retries spent, ends it in
+    /// `WC_RETRY_EXC_ERR`.
+    pub(super) fn remote_tick(&mut self, now: Instant, mem: &dyn Dma, irq: &dyn Interrupts) {
+        if !self.bus_master {
+            // Held: the timers fire once bus mastering is back.
+            return;
+        }
+        let due: Vec<u32> = self
+            .wire_qps
+            .iter()
+            .filter(|(_, r)| r.flights.deadline().is_some_and(|d| d <= now))
+            .map(|(&q, _)| q)
+            .collect();
+        for qpn in due {
+            let mut fs = self.take_flights(qpn);
+            let Some(head) = fs.q.front_mut() else {
+                self.put_flights(qpn, fs);
+                continue;
+            };
+            if head.retries == 0 {
+                debug!(qpn, "transport timer: retries exhausted");
+                let (index, op) = (head.index, head.op);
+                self.complete_send(qpn, index, hw::WC_RETRY_EXC_ERR, op, 0, true, mem, irq);
+                continue;
+            }
+            head.retries -= 1;
+            fs.rewind();
+            debug!(qpn, "transport timer: sending again");
+            self.put_flights(qpn, fs);
+            self.pump(qpn, mem, irq);
+        }
+    }
+}
