@@ -49,6 +49,11 @@ struct Args {
     /// never returns after a reset), query-device-error (QUERY_DEVICE fails)
     #[arg(long, value_name = "FAULT", value_parser = parse_fault)]
     inject: Option<Fault>,
+    /// The shortest transport (ACK) timer, as an IB timeout exponent (4.096 µs × 2^E): a QP
+    /// asking less waits this long. 17 (0.54 s): a model starved of CPU for a while on a
+    /// loaded host does not exhaust a peer's retries (0: as each QP asks)
+    #[arg(long, value_name = "E", default_value_t = 17, value_parser = clap::value_parser!(u8).range(0..=31))]
+    min_ack_timeout: u8,
     /// Report N for a device attribute: max_qp, max_qp_wr, max_cq, max_cqe, max_mr,
     /// max_pd, max_sge, hw_ver (repeatable)
     #[arg(long, value_name = "NAME=N", value_parser = parse_attr)]
@@ -197,6 +202,7 @@ fn main() -> ExitCode {
     // CAST: LIDs are 16-bit; --index is at most a few NICs.
     config.lid = (args.index + 1) as u16;
     config.fault = args.inject;
+    config.min_ack_timeout = args.min_ack_timeout;
     for (attr, n) in &args.attr {
         set_attr(&mut config.attrs, *attr, *n);
     }

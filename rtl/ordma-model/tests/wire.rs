@@ -14,6 +14,7 @@ use ordma_hw as hw;
 use ordma_model::engine::counters::Anomaly;
 use ordma_model::engine::packet;
 use ordma_model::engine::wire::{self, Frame, Wire};
+use ordma_model::engine::NicConfig;
 
 const SIGNALED: u8 = hw::WQE_FLAG_SIGNALED;
 
@@ -52,8 +53,13 @@ struct Pair {
 impl Pair {
     /// NIC 1's QP A connected to NIC 2's QP B; `f` adjusts both QPs' attributes.
     fn new(f: impl Fn(&mut hw::QpAttr)) -> Self {
+        Self::new_with(f, |_| {})
+    }
+
+    /// [`Pair::new`] with both NICs' configuration adjusted by `cfg`.
+    fn new_with(f: impl Fn(&mut hw::QpAttr), cfg: impl Fn(&mut NicConfig)) -> Self {
         let q = Queue::default();
-        let mut r = vec![Rig::bare(1), Rig::bare(2)];
+        let mut r = vec![Rig::bare_with(1, &cfg), Rig::bare_with(2, &cfg)];
         for x in &mut r {
             x.nic.set_wire(Some(Box::new(TestWire(Arc::clone(&q)))));
         }
@@ -365,6 +371,31 @@ fn peer_gone_ends_in_retry_exc_err() {
     );
     assert_eq!(p.ticks, 4);
     assert!(!p.r[0].nic.timers_pending());
+}
+
+#[test]
+fn min_ack_timeout_holds_a_shorter_timer() {
+    // With a minimum of 2^22 x 4.096 us (17 s), a QP asking timeout 10 (4 ms) is not sent
+    // again at a tick 10 s on; with no minimum the same tick sends it again.
+    for (min, frames) in [(22u8, 1), (0, 2)] {
+        let mut p = Pair::new_with(|_| {}, |c| c.min_ack_timeout = min);
+        let sent = Arc::new(Mutex::new(0));
+        let s2 = Arc::clone(&sent);
+        p.fault = Box::new(move |_, _| {
+            *s2.lock().unwrap() += 1;
+            Act::Drop
+        });
+        let big1 = p.r[1].big;
+        let mut w = wqe(hw::WR_RDMA_WRITE, SIGNALED, 0);
+        (w.remote_addr, w.rkey) = (BIG_VA, big1);
+        p.r[0].send('a', w, &[], &[]);
+        p.settle(1);
+        assert_eq!(*sent.lock().unwrap(), frames, "min_ack_timeout {min}");
+        assert!(
+            p.r[0].nic.timers_pending(),
+            "the WRITE still waits for its ACK"
+        );
+    }
 }
 
 #[test]

@@ -29,7 +29,7 @@ use tracing::debug;
 use super::completer::{read_packets, rnr_delay, RETRY_FOREVER};
 use super::packet::{self, Bth, NakCode, Packet, Reth, Syndrome};
 use super::qp::{qp_index, Qp};
-use super::remote::{ack_timeout, psn_sub};
+use super::remote::psn_sub;
 use super::requester::{mtu_bytes, opcode_of, Request};
 use super::wire::Frame;
 use super::{Interrupts, Nic};
@@ -321,7 +321,7 @@ impl Nic {
             fl.next = fl.next.max(end);
         }
         if sent {
-            fl.deadline = ack_timeout(qp.attr.timeout).and_then(|t| Instant::now().checked_add(t));
+            fl.deadline = self.ack_deadline(qp.attr.timeout);
         }
         Ok(())
     }
@@ -435,7 +435,7 @@ impl Nic {
         }
         if progress {
             // The transport timer starts again on progress, for every WQE it runs for.
-            let again = ack_timeout(qp.attr.timeout).and_then(|t| Instant::now().checked_add(t));
+            let again = self.ack_deadline(qp.attr.timeout);
             fl.deadline = fl.deadline.and(again);
             for f in &mut fs.q {
                 f.deadline = f.deadline.and(again);
@@ -490,7 +490,7 @@ impl Nic {
             // CAST: at most MAX_MSG.
             return Outcome::Done(hw::WC_SUCCESS, fl.req.len as u32);
         }
-        fl.deadline = ack_timeout(qp.attr.timeout).and_then(|t| Instant::now().checked_add(t));
+        fl.deadline = self.ack_deadline(qp.attr.timeout);
         fl.retries = qp.attr.retry_cnt;
         Outcome::Keep
     }

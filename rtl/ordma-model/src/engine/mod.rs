@@ -111,6 +111,10 @@ pub struct NicConfig {
     pub link_up: bool,
     /// A fault to inject, if any.
     pub fault: Option<Fault>,
+    /// The shortest transport timer the NIC runs, as an IB `timeout` exponent: a QP's
+    /// `timeout` below it waits this long instead (0: as the QP says). `hardware.md`,
+    /// "The transport timer".
+    pub min_ack_timeout: u8,
 }
 
 impl NicConfig {
@@ -137,6 +141,7 @@ impl NicConfig {
             lid: 1,
             link_up: true,
             fault: None,
+            min_ack_timeout: 0,
         }
     }
 }

@@ -11,7 +11,7 @@
 //!   silence until the expected PSN comes).
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ordma_hw as hw;
 use tracing::debug;
@@ -47,6 +47,19 @@ pub(super) fn psn_sub(a: u32, b: u32) -> u32 {
 /// The transport timer of `timeout` (IB: 4.096 µs × 2^timeout; 0: none).
 pub fn ack_timeout(timeout: u8) -> Option<Duration> {
     (timeout != 0).then(|| Duration::from_nanos(4096u64 << timeout.min(31)))
+}
+
+impl Nic {
+    /// When a transport timer started now for a QP of `timeout` expires: at least
+    /// `min_ack_timeout` away (IB lets a CA wait longer than the QP asks); never for 0.
+    pub(super) fn ack_deadline(&self, timeout: u8) -> Option<Instant> {
+        let t = if timeout == 0 {
+            0
+        } else {
+            timeout.max(self.config.min_ack_timeout)
+        };
+        ack_timeout(t).and_then(|d| Instant::now().checked_add(d))
+    }
 }
 
 impl Nic {

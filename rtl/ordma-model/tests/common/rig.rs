@@ -324,8 +324,14 @@ impl Rig {
 
     /// A NIC with port LID `lid`, its PD, MRs, CQs and QPs A and B in `RESET`.
     pub fn bare(lid: u16) -> Self {
+        Self::bare_with(lid, |_| {})
+    }
+
+    /// [`Rig::bare`] with the NIC's configuration adjusted by `cfg`.
+    pub fn bare_with(lid: u16, cfg: impl FnOnce(&mut NicConfig)) -> Self {
         let mut config = NicConfig::with_guid(0x42 + u64::from(lid));
         config.lid = lid;
+        cfg(&mut config);
         let mem = anonymous(&[
             (SQ, LEN),
             (CQ, LEN),
