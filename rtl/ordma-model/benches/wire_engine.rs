@@ -21,8 +21,6 @@ use common::rig::*;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ordma_hw as hw;
 use ordma_model::device::Device;
-use ordma_model::engine::{Nic, NicConfig};
-use ordma_model::mem::GuestRam;
 
 /// (message bytes, messages per iteration, name).
 const CASES: [(usize, usize, &str); 2] = [(64 << 10, 32, "64KiB"), (2 << 20, 2, "2MiB")];
@@ -45,17 +43,7 @@ impl Two {
         let (a, b) = (r[0].a.qpn, r[1].b.qpn);
         r[0].connect(a, b, 10, 20, |at| at.ah.dlid = 2);
         r[1].connect(b, a, 20, 10, |at| at.ah.dlid = 1);
-        let devs = r
-            .iter_mut()
-            .enumerate()
-            .map(|(i, x)| {
-                let nic = std::mem::replace(&mut x.nic, Nic::new(NicConfig::with_guid(0)));
-                let dev = Arc::new(Device::new(nic, GuestRam::new(x.mem.clone())));
-                ordma_model::wire::attach(&dev, &dir, i as u16 + 1).unwrap();
-                Device::spawn_timers(&dev).unwrap();
-                dev
-            })
-            .collect();
+        let devs = on_socket_wire(&mut r, &dir);
         Self { r, devs, dir }
     }
 

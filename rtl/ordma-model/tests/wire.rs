@@ -672,8 +672,6 @@ fn socket_write(sndbuf: Option<usize>) -> (usize, usize) {
 #[test]
 fn two_devices_on_the_socket_wire_in_threads() {
     use ordma_model::device::Device;
-    use ordma_model::engine::{Nic, NicConfig};
-    use ordma_model::mem::GuestRam;
 
     let dir = std::env::temp_dir().join(format!("ordma-wire-dev-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -686,17 +684,7 @@ fn two_devices_on_the_socket_wire_in_threads() {
     let (big0, big1) = (r[0].big, r[1].big);
     r[0].fill(BIG_VA, &data);
     // The NICs move into devices on the real wire, with their timer threads.
-    let devs: Vec<_> = r
-        .iter_mut()
-        .enumerate()
-        .map(|(i, x)| {
-            let nic = std::mem::replace(&mut x.nic, Nic::new(NicConfig::with_guid(0)));
-            let dev = Arc::new(Device::new(nic, GuestRam::new(x.mem.clone())));
-            ordma_model::wire::attach(&dev, &dir, i as u16 + 1).unwrap();
-            Device::spawn_timers(&dev).unwrap();
-            dev
-        })
-        .collect();
+    let devs = on_socket_wire(&mut r, &dir);
     let ring = |x: &Rig, dev: &Device| {
         let v = hw::db_value(x.a.qpn, x.a.sq_pi);
         let off = u64::from(PAGE) * hw::DB_PAGE_SIZE as u64 + hw::DB_SQ as u64;

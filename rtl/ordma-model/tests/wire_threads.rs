@@ -5,14 +5,11 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::rig::*;
 use ordma_hw as hw;
 use ordma_model::device::Device;
-use ordma_model::engine::{Nic, NicConfig};
-use ordma_model::mem::GuestRam;
 
 const SIGNALED: u8 = hw::WQE_FLAG_SIGNALED;
 
@@ -39,17 +36,7 @@ fn ping_pong_between_two_devices_in_threads() {
     let which = ['a', 'b'];
     let keys = [r[0].big, r[1].big];
     let (src, dst) = (BIG_VA, BIG_VA + (8 << 20));
-    let devs: Vec<_> = r
-        .iter_mut()
-        .enumerate()
-        .map(|(i, x)| {
-            let nic = std::mem::replace(&mut x.nic, Nic::new(NicConfig::with_guid(0)));
-            let dev = Arc::new(Device::new(nic, GuestRam::new(x.mem.clone())));
-            ordma_model::wire::attach(&dev, &dir, i as u16 + 1).unwrap();
-            Device::spawn_timers(&dev).unwrap();
-            dev
-        })
-        .collect();
+    let devs = on_socket_wire(&mut r, &dir);
     let post_recv = |r: &mut [Rig; 2], k: usize| {
         r[k].put_recv(which[k], &[sge(dst, 4096, keys[k])]);
         let q = if k == 0 { &r[0].a } else { &r[1].b };

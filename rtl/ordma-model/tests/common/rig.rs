@@ -4,8 +4,12 @@
 #![allow(dead_code, reason = "each test file uses a part")]
 
 use ordma_hw as hw;
+use std::path::Path;
+use std::sync::Arc;
+
+use ordma_model::device::Device;
 use ordma_model::engine::{Nic, NicConfig};
-use ordma_model::mem::{anonymous, Dma, GuestMemoryMmap};
+use ordma_model::mem::{anonymous, Dma, GuestMemoryMmap, GuestRam};
 
 use super::{Irqs, BUF, CQ, EQ, LEN, SQ};
 
@@ -567,4 +571,21 @@ pub fn split(va: u64, len: u32, n: u32, key: u32) -> Vec<hw::Sge> {
         off += part;
     }
     out
+}
+
+/// Moves each rig's NIC into a [`Device`] on the real socket wire in `dir` (LID = its index
+/// + 1), with its timer thread, as a model process runs it; the rig keeps its memory.
+#[allow(dead_code)] // each test binary uses its own part of the rig
+pub fn on_socket_wire(r: &mut [Rig], dir: &Path) -> Vec<Arc<Device>> {
+    r.iter_mut()
+        .enumerate()
+        .map(|(i, x)| {
+            let nic = std::mem::replace(&mut x.nic, Nic::new(NicConfig::with_guid(0)));
+            let dev = Arc::new(Device::new(nic, GuestRam::new(x.mem.clone())));
+            let lid = u16::try_from(i + 1).unwrap();
+            ordma_model::wire::attach(&dev, dir, lid).unwrap();
+            Device::spawn_timers(&dev).unwrap();
+            dev
+        })
+        .collect()
 }
