@@ -25,7 +25,7 @@ wait $holder 2>/dev/null || true
 echo "== the data path: ibv_rc_pingpong, unmodified, client and server on ordma0 (--chk: every byte checked)"
 ibv_rc_pingpong -d ordma0 -s 4096 -n 200 -c >/tmp/pp-server.out 2>&1 &
 pp=$!
-source /ordma/src/qemu-test/progs/wait-listen.sh
+source /ordma/src/qemu-test/progs/server-client.sh
 wait_listen 18515 $pp || echo "(the ibv_rc_pingpong server did not start: $(cat /tmp/pp-server.out))"
 ibv_rc_pingpong -d ordma0 -s 4096 -n 200 -c localhost || echo "(ibv_rc_pingpong failed)"
 wait $pp || echo "(the server failed: $(cat /tmp/pp-server.out))"

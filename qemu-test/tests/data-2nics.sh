@@ -15,30 +15,13 @@ set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 P=/ordma/src/qemu-test/progs
 source $P/nic-control.sh
-source $P/wait-listen.sh
+source $P/server-client.sh
 VD=/ordma/payload/ordma-verbs-data
 [ -x $VD ] || fail "no ordma-verbs-data in the payload (the provider-build step builds it)"
 objects() { nic_ctl "$1" status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*'; }
 
 $VD --dev ordma0 --dev2 ordma1 transfers errors rnr events || fail "ordma-verbs-data between two NICs"
 
-# A server on ordma0 in the background, its client on ordma1 (over TCP on this machine).
-pair_run() { # NAME PORT SERVER_CMD... -- CLIENT_CMD...
-	local name=$1 port=$2 spid rc=0 srv=() cli=()
-	shift 2
-	while [ "$1" != -- ]; do srv+=("$1"); shift; done
-	shift
-	cli=("$@")
-	"${srv[@]}" -p "$port" >/tmp/srv.out 2>&1 &
-	spid=$!
-	wait_listen "$port" $spid || { cat /tmp/srv.out; fail "$name: the server did not listen"; }
-	timeout 120 "${cli[@]}" -p "$port" localhost >/tmp/cli.out 2>&1 || rc=$?
-	timeout 30 tail --pid=$spid -f /dev/null || { kill $spid 2>/dev/null; rc=124; }
-	wait $spid || rc=$?
-	echo "----- $name (server, client)"
-	cat /tmp/srv.out /tmp/cli.out
-	[ $rc = 0 ] || fail "$name exited with $rc"
-}
 pair_run "ibv_rc_pingpong 4096 B" 18515 ibv_rc_pingpong -d ordma0 -s 4096 -n 500 -c -- ibv_rc_pingpong -d ordma1 -s 4096 -n 500 -c
 grep -q "500 iters in" /tmp/cli.out || fail "ibv_rc_pingpong: no result line"
 pair_run "ibv_rc_pingpong 64 KiB, events" 18516 ibv_rc_pingpong -d ordma0 -s 65536 -n 100 -c -e -- ibv_rc_pingpong -d ordma1 -s 65536 -n 100 -c -e

@@ -14,7 +14,7 @@ set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 P=/ordma/src/qemu-test/progs
 source $P/nic-control.sh
-source $P/wait-listen.sh
+source $P/server-client.sh
 VD=/ordma/payload/ordma-verbs-data
 [ -x $VD ] || fail "no ordma-verbs-data in the payload"
 objects() { nic_ctl 0 status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*'; }

@@ -8,6 +8,8 @@
 #   WRs flushed; RNR retried until a receive is posted; a completion event; 16 QP pairs at
 #   once in one process, and in 4 processes at once;
 # - ibv_rc_pingpong, unmodified, client and server on this NIC, --chk, polling and with -e;
+# - perftest's ib_send_bw, ib_write_bw, ib_read_bw, ib_send_lat, ib_write_lat, ib_read_lat,
+#   unmodified, server and client on this NIC;
 # - MRs under the data path: two over one buffer surviving the deregistration of either,
 #   and an MR of 1 GiB + 4 MiB of 4 KiB pages whose page list has three levels;
 # - afterwards the NIC holds no PD, MR, CQ or QP.
@@ -18,7 +20,7 @@ set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 P=/ordma/src/qemu-test/progs
 source $P/nic-control.sh
-source $P/wait-listen.sh
+source $P/server-client.sh
 VD=/ordma/payload/ordma-verbs-data
 [ -x $VD ] || fail "no ordma-verbs-data in the payload (the provider-build step builds it)"
 objects() { nic_ctl 0 status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*'; }
@@ -76,6 +78,21 @@ pingpong 18515 -s 4096 -n 500 -c
 pingpong 18516 -s 1 -n 500 -c
 pingpong 18517 -s 65536 -n 100 -c -e
 echo "ok: ibv_rc_pingpong, polling and with -e, --chk"
+
+# perftest, unmodified, server and client on ordma0 (few iterations: a test, not a
+# benchmark; make bench measures).
+port=18610
+for t in ib_send_bw ib_write_bw ib_read_bw; do
+	pair_run "$t" $port $t -d ordma0 -F -n 200 -s 65536 -- $t -d ordma0 -F -n 200 -s 65536
+	grep -Eq '^ *65536 +200 ' /tmp/cli.out || fail "$t: no result line for 65536 B x 200"
+	port=$((port + 1))
+done
+for t in ib_send_lat ib_write_lat ib_read_lat; do
+	pair_run "$t" $port $t -d ordma0 -F -n 200 -s 64 -- $t -d ordma0 -F -n 200 -s 64
+	grep -Eq '^ *64 +200 ' /tmp/cli.out || fail "$t: no result line for 64 B x 200"
+	port=$((port + 1))
+done
+echo "ok: perftest's bandwidth and latency tests on ordma0 (loopback)"
 
 [ "$(objects)" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "the NIC still holds $(objects)"
 echo "PASS: data-loopback"

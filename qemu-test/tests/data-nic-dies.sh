@@ -16,7 +16,7 @@ set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 P=/ordma/src/qemu-test/progs
 source $P/nic-control.sh
-source $P/wait-listen.sh
+source $P/server-client.sh
 D=/sys/bus/pci/drivers/ordma
 nic0=0000:00:06.0
 VD=/ordma/payload/ordma-verbs-data
