@@ -141,21 +141,18 @@ def main():
         die(f"SEND/RECV completions: {got}")
     check("SEND/RECV")
 
-    clear()
-    wr = SendWR(wr_id=3, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(src.buf, SIZE, src.lkey)],
-                send_flags=e.IBV_SEND_SIGNALED)
-    wr.set_wr_rdma(dst.rkey, dst.buf)
-    a.post_send(wr)
-    poll(cq, "RDMA WRITE", e.IBV_WC_RDMA_WRITE)
-    check("RDMA WRITE")
+    def rdma(wr_id, opcode, local, remote, wc_opcode, length, what):
+        """One signaled RDMA WRITE or READ of SIZE bytes from `local` to (or from) `remote`."""
+        clear()
+        wr = SendWR(wr_id=wr_id, opcode=opcode, num_sge=1, sg=[SGE(local.buf, SIZE, local.lkey)],
+                    send_flags=e.IBV_SEND_SIGNALED)
+        wr.set_wr_rdma(remote.rkey, remote.buf)
+        a.post_send(wr)
+        poll(cq, what, wc_opcode, length)
+        check(what)
 
-    clear()
-    wr = SendWR(wr_id=4, opcode=e.IBV_WR_RDMA_READ, num_sge=1, sg=[SGE(dst.buf, SIZE, dst.lkey)],
-                send_flags=e.IBV_SEND_SIGNALED)
-    wr.set_wr_rdma(src.rkey, src.buf)
-    a.post_send(wr)
-    poll(cq, "RDMA READ", e.IBV_WC_RDMA_READ, SIZE)
-    check("RDMA READ")
+    rdma(3, e.IBV_WR_RDMA_WRITE, src, dst, e.IBV_WC_RDMA_WRITE, None, "RDMA WRITE")
+    rdma(4, e.IBV_WR_RDMA_READ, dst, src, e.IBV_WC_RDMA_READ, SIZE, "RDMA READ")
 
     for o in (a, b, src, dst, cq, pd, ctx):
         o.close()

@@ -34,3 +34,21 @@ pair_run() {
 	cat /tmp/srv.out /tmp/cli.out
 	[ $rc = 0 ] || fail "$name exited with $rc"
 }
+
+# perftest_six SERVER_DEV CLIENT_DEV PORT: perftest's ib_send_bw, ib_write_bw, ib_read_bw
+# (64 KiB x 200) and ib_send_lat, ib_write_lat, ib_read_lat (64 B x 200), unmodified, each
+# through pair_run on its own port from PORT on, each with its result line (few iterations:
+# a test, not a benchmark; make bench measures).
+perftest_six() {
+	local srv=$1 cli=$2 port=$3 t
+	for t in ib_send_bw ib_write_bw ib_read_bw; do
+		pair_run "$t" $port $t -d "$srv" -F -n 200 -s 65536 -- $t -d "$cli" -F -n 200 -s 65536
+		grep -Eq '^ *65536 +200 ' /tmp/cli.out || fail "$t: no result line for 65536 B x 200"
+		port=$((port + 1))
+	done
+	for t in ib_send_lat ib_write_lat ib_read_lat; do
+		pair_run "$t" $port $t -d "$srv" -F -n 200 -s 64 -- $t -d "$cli" -F -n 200 -s 64
+		grep -Eq '^ *64 +200 ' /tmp/cli.out || fail "$t: no result line for 64 B x 200"
+		port=$((port + 1))
+	done
+}

@@ -28,17 +28,7 @@ pair_run "ibv_rc_pingpong 64 KiB, events" 18516 ibv_rc_pingpong -d ordma0 -s 655
 grep -q "100 iters in" /tmp/cli.out || fail "ibv_rc_pingpong -e: no result line"
 echo "ok: ibv_rc_pingpong between ordma0 and ordma1, polling and with -e, --chk"
 
-port=18600
-for t in ib_send_bw ib_write_bw ib_read_bw; do
-	pair_run "$t" $port $t -d ordma0 -F -n 200 -s 65536 -- $t -d ordma1 -F -n 200 -s 65536
-	grep -Eq '^ *65536 +200 ' /tmp/cli.out || fail "$t: no result line for 65536 B x 200"
-	port=$((port + 1))
-done
-for t in ib_send_lat ib_write_lat ib_read_lat; do
-	pair_run "$t" $port $t -d ordma0 -F -n 200 -s 64 -- $t -d ordma1 -F -n 200 -s 64
-	grep -Eq '^ *64 +200 ' /tmp/cli.out || fail "$t: no result line for 64 B x 200"
-	port=$((port + 1))
-done
+perftest_six ordma0 ordma1 18600
 echo "ok: perftest's bandwidth and latency tests between ordma0 and ordma1"
 
 for n in 0 1; do

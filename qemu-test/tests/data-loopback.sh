@@ -79,19 +79,7 @@ pingpong 18516 -s 1 -n 500 -c
 pingpong 18517 -s 65536 -n 100 -c -e
 echo "ok: ibv_rc_pingpong, polling and with -e, --chk"
 
-# perftest, unmodified, server and client on ordma0 (few iterations: a test, not a
-# benchmark; make bench measures).
-port=18610
-for t in ib_send_bw ib_write_bw ib_read_bw; do
-	pair_run "$t" $port $t -d ordma0 -F -n 200 -s 65536 -- $t -d ordma0 -F -n 200 -s 65536
-	grep -Eq '^ *65536 +200 ' /tmp/cli.out || fail "$t: no result line for 65536 B x 200"
-	port=$((port + 1))
-done
-for t in ib_send_lat ib_write_lat ib_read_lat; do
-	pair_run "$t" $port $t -d ordma0 -F -n 200 -s 64 -- $t -d ordma0 -F -n 200 -s 64
-	grep -Eq '^ *64 +200 ' /tmp/cli.out || fail "$t: no result line for 64 B x 200"
-	port=$((port + 1))
-done
+perftest_six ordma0 ordma0 18610
 echo "ok: perftest's bandwidth and latency tests on ordma0 (loopback)"
 
 [ "$(objects)" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "the NIC still holds $(objects)"

@@ -20,8 +20,7 @@ source $P/server-client.sh
 D=/sys/bus/pci/drivers/ordma
 nic0=0000:00:06.0
 VD=/ordma/payload/ordma-verbs-data
-pins() { awk '/^nr_foll_pin_acquired/ {a=$2} /^nr_foll_pin_released/ {r=$2} END {print a-r}' /proc/vmstat; }
-SLACK=64
+source /ordma/src/qemu-test/progs/pins.sh
 objects() { nic_ctl "$1" status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*'; }
 pinned0=$(pins)
 

@@ -16,8 +16,7 @@ P=/ordma/src/qemu-test/progs
 dev=0000:00:06.0
 D=/sys/bus/pci/drivers/ordma
 [ -e $D/$dev ] || fail "NIC not bound"
-pins() { awk '/^nr_foll_pin_acquired/ {a=$2} /^nr_foll_pin_released/ {r=$2} END {print a-r}' /proc/vmstat; }
-SLACK=64
+source /ordma/src/qemu-test/progs/pins.sh
 pinned0=$(pins)
 python3 $P/uverbs_raw.py --hold ordma0 >/tmp/hold-qp.out 2>&1 &
 qp_holder=$!

@@ -24,10 +24,7 @@ objects() {
 	done | sed 's/ $//'
 }
 
-# Pages pinned now (FOLL_PIN, what ib_umem_get takes for MRs and for the rings). Other pins
-# come and go (9p's zero-copy I/O), so the checks allow SLACK pages.
-pins() { awk '/^nr_foll_pin_acquired/ {a=$2} /^nr_foll_pin_released/ {r=$2} END {print a-r}' /proc/vmstat; }
-SLACK=64
+source /ordma/src/qemu-test/progs/pins.sh
 
 [ "$(objects)" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "the NIC has objects before the test: $(objects)"
 res0=$(res)

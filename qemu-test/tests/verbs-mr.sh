@@ -19,11 +19,7 @@ P=/ordma/src/qemu-test/progs
 source $P/nic-control.sh
 mr() { python3 $P/verbs_mr.py "$@" || fail "verbs_mr.py $*"; }
 mrs() { nic_ctl 0 status | sed -n 's/.* mrs=\([0-9]*\).*/\1/p'; }
-# Pages pinned now (FOLL_PIN, what ib_umem_get takes). Other pins come and go (9p's
-# zero-copy I/O pins user buffers for a moment), so the checks allow SLACK pages; one MR of
-# the test's is 256 pages.
-pins() { awk '/^nr_foll_pin_acquired/ {a=$2} /^nr_foll_pin_released/ {r=$2} END {print a-r}' /proc/vmstat; }
-SLACK=64
+source /ordma/src/qemu-test/progs/pins.sh
 
 pinned0=$(pins)
 echo "pages pinned (FOLL_PIN) before: $pinned0"
