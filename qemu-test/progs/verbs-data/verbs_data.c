@@ -23,6 +23,8 @@
  *              each, all posted before any completion is polled; every completion once,
  *              every byte
  *   shared, levels  MRs under the data path: see mr_checks.c
+ *   stale, drain    what the NIC touches after a deregistration, and when SQD is drained:
+ *              see ownership.c (drain between two NICs: it takes --dev2's link down)
  * Prints a line per check; exits 0 only when all held.
  */
 #define _GNU_SOURCE
@@ -153,7 +155,7 @@ void side_open(struct side *s, const char *dev, int n, int access)
 
 void side_close(struct side *s)
 {
-	if (ibv_destroy_qp(s->qp) || ibv_dereg_mr(s->mr) || ibv_destroy_cq(s->cq) ||
+	if ((s->qp && ibv_destroy_qp(s->qp)) || ibv_dereg_mr(s->mr) || ibv_destroy_cq(s->cq) ||
 	    ibv_destroy_comp_channel(s->ch) || ibv_dealloc_pd(s->pd))
 		die("destroy");
 	if (s->buf.fd >= 0)
@@ -646,7 +648,7 @@ int verbs_data_main(int argc, char **argv)
 	}
 	if (i >= argc) {
 		fprintf(stderr, "usage: %s [--dev A] [--dev2 B] [--mem 4k|huge:PATH|dmabuf] "
-				"transfers|errors|rnr|events|many|shared|levels...\n", argv[0]);
+				"transfers|errors|rnr|events|many|shared|levels|stale|drain...\n", argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -666,6 +668,10 @@ int verbs_data_main(int argc, char **argv)
 			check_shared();
 		else if (!strcmp(argv[i], "levels"))
 			check_levels();
+		else if (!strcmp(argv[i], "stale"))
+			check_stale();
+		else if (!strcmp(argv[i], "drain"))
+			check_drain();
 		else {
 			fprintf(stderr, "unknown check %s\n", argv[i]);
 			return 2;

@@ -59,5 +59,7 @@ void transfer(struct side *a, struct side *b, enum ibv_wr_opcode op, size_t len,
 
 void check_shared(void);
 void check_levels(void);
+void check_stale(void);
+void check_drain(void);
 
 #endif
