@@ -3,17 +3,22 @@
  * ordma-verbs-data's checks of what the NIC may touch and when (the rig is verbs_data.c);
  * issue 18, items 1 and 4.
  *
- *   stale  the NIC never touches memory it no longer owns. A user who owns both ends
- *          keeps a WQE in flight (the responder's QP still in INIT: its requests are
- *          dropped, the requester's transport timer keeps sending them again), deregisters
- *          the WQE's local MR, frees its memory and fills fresh memory with a pattern (most
- *          of the freed page frames come back to it: counted through /proc/self/pagemap),
- *          then lets the responder answer (RTR, RTS):
- *          - READ: its 2 MiB of responses must not land in the pattern;
- *          - WRITE: its retransmissions must not carry the pattern to the other side.
- *          Either the deregistration succeeded and the WQE ends in an error completion
- *          (the QP in ERR), or it failed (the MR still in use) and the WQE may complete;
- *          in both cases no byte of the pattern changed and none reached the responder.
+ *   stale  the NIC never touches memory it no longer owns. A user who owns both ends keeps
+ *          a WQE in flight, deregisters the MR under it, frees its memory and fills fresh
+ *          memory with a pattern (the freed page frames come back to it: counted through
+ *          /proc/self/pagemap), then lets the NIC go on:
+ *          - READ of 2 MiB, the responder's QP still in INIT (the request is dropped, the
+ *            requester's transport timer sends it again): its local MR goes; then the
+ *            responder to RTS, and its responses must not land in the pattern;
+ *          - WRITE of 2 MiB, likewise: its retransmissions must not carry the pattern to
+ *            the responder;
+ *          - SEND of 2 MiB stopped half-way into its receive buffer (two NICs only; see
+ *            stale_recv): the receive's MR goes; the rest of the message must not land in
+ *            the pattern.
+ *          Either the deregistration succeeds and the WQE (the receive) ends in an error
+ *          completion with its QP in ERR, or it fails with EBUSY (the MR in use) and the
+ *          WQE may complete; either way no byte of the pattern changes and none reaches
+ *          the responder.
  *   drain  IBV_EVENT_SQ_DRAINED only once every WQE outstanding at RTS->SQD has completed,
  *          with their ACKs and READ responses processed in SQD. Between two NICs, with the
  *          peer NIC's link down while the WQEs go out (so they are in flight, unanswered,
@@ -65,38 +70,44 @@ static const char *state_name(enum ibv_qp_state s)
 	return (unsigned)s < sizeof(n) / sizeof(n[0]) ? n[s] : "?";
 }
 
-static void to_init(struct side *s)
+static void init_qp(struct ibv_qp *qp)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = RW };
 
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		die("modify to INIT");
 }
 
-/* INIT -> RTR -> RTS towards `to` (PSNs as connect_qp's), with transport timer `timeout`
- * and retry_cnt 7: over the wire, a WQE nobody answers is sent 8 times, 4.096 us x
- * 2^timeout apart (the model waits at least 2^17: 0.54 s), before RETRY_EXC_ERR. */
-static void to_rts(struct side *s, struct side *to, int timeout)
+/* INIT -> RTR -> RTS towards QP `dest` at LID `dlid`, with these PSNs, transport timer
+ * `timeout` and retry_cnt 7: over the wire, a WQE nobody answers is sent 8 times, 4.096 us
+ * x 2^timeout apart (the model waits at least 2^17: 0.54 s), before RETRY_EXC_ERR. */
+static void rts_qp(struct ibv_qp *qp, uint32_t dest, uint16_t dlid, uint32_t rq_psn, uint32_t sq_psn,
+		   int timeout)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_4096,
-				 .dest_qp_num = to->qp->qp_num, .rq_psn = 0x100 + to->qp->qp_num,
-				 .max_dest_rd_atomic = 1, .min_rnr_timer = 1 };
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_4096, .dest_qp_num = dest,
+				 .rq_psn = rq_psn, .max_dest_rd_atomic = 1, .min_rnr_timer = 1 };
 
-	a.ah_attr.dlid = to->lid;
+	a.ah_attr.dlid = dlid;
 	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-					     IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+					  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 		die("modify to RTR");
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = timeout;
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
-	a.sq_psn = 0x100 + s->qp->qp_num;
+	a.sq_psn = sq_psn;
 	a.max_rd_atomic = 1;
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-					     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+					  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
 		die("modify to RTS");
+}
+
+/* s's QP to RTS towards `to`'s, PSNs as connect_qp's. */
+static void to_rts(struct side *s, struct side *to, int timeout)
+{
+	rts_qp(s->qp, to->qp->qp_num, to->lid, 0x100 + to->qp->qp_num, 0x100 + s->qp->qp_num, timeout);
 }
 
 /* Up to `want` completions from s's CQ within WAIT_S seconds into wc[]; how many came. */
@@ -237,8 +248,8 @@ static void stale_case(enum ibv_wr_opcode op)
 	if (!lmr)
 		die("ibv_reg_mr");
 	uint64_t *old = frames(l, STALE_LEN);
-	to_init(&a);
-	to_init(&b);
+	init_qp(a.qp);
+	init_qp(b.qp);
 	to_rts(&a, &b, 18); /* 1.07 s between sends, 8.6 s before RETRY_EXC_ERR */
 
 	/* b stays in INIT: the request is dropped there, a's timer sends it again. */
@@ -312,6 +323,132 @@ check:;
 	side_close(&b);
 }
 
+/* Another RC QP on s's PD and CQ. */
+static struct ibv_qp *extra_qp(struct side *s)
+{
+	struct ibv_qp_init_attr ia = { .send_cq = s->cq, .recv_cq = s->cq, .qp_type = IBV_QPT_RC,
+				       .cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
+						.max_recv_sge = 1 } };
+	struct ibv_qp *qp = ibv_create_qp(s->pd, &ia);
+
+	if (!qp)
+		die("ibv_create_qp");
+	init_qp(qp);
+	return qp;
+}
+
+static void post_on(struct ibv_qp *qp, uint64_t id, enum ibv_wr_opcode op, void *addr, uint32_t len,
+		    uint32_t lkey, void *raddr, uint32_t rkey)
+{
+	struct ibv_sge sg = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr = { .wr_id = id, .sg_list = &sg, .num_sge = 1, .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED },
+			   *bad;
+
+	wr.wr.rdma.remote_addr = (uintptr_t)raddr;
+	wr.wr.rdma.rkey = rkey;
+	if (ibv_post_send(qp, &wr, &bad))
+		die("ibv_post_send");
+}
+
+/* A SEND of 2 MiB stopped half-way into its receive buffer, which its owner then
+ * deregisters and frees; then the rest of the message comes. RC's BTH names only the
+ * destination QP, so any QP of the requester's node may send on a connection whose PSNs it
+ * knows: b's QP is connected to a's, and d (on a's NIC, towards b's QP, at b's next PSN)
+ * sends the SEND. b's ACKs go to a, which has nothing in flight and ignores them, so d
+ * sends its window (256 packets, 1 MiB) and waits. To let it go on, f (on a's NIC) writes
+ * one byte to b2 (on b's NIC, connected to d) at the PSN of d's 256th packet: b2's ACK of
+ * it reaches d as the ACK of its first 256 packets, and d sends the other 256. */
+static void stale_recv(void)
+{
+	const char *what = "stale receive";
+	int failed = failures;
+	struct side a, b;
+	struct ibv_wc wc;
+
+	side_open(&a, dev_a, 0, RW);
+	side_open(&b, dev_b, 1, RW);
+	struct ibv_qp *d = extra_qp(&a), *f = extra_qp(&a), *b2 = extra_qp(&b);
+	uint32_t p0 = 0x100 + a.qp->qp_num; /* b's first PSN */
+	init_qp(a.qp);
+	init_qp(b.qp);
+	rts_qp(a.qp, b.qp->qp_num, b.lid, 0x100 + b.qp->qp_num, 0x5000, 18);
+	rts_qp(b.qp, a.qp->qp_num, a.lid, p0, 0x100 + b.qp->qp_num, 18);
+	rts_qp(d, b.qp->qp_num, b.lid, 0x6000, p0, 18);
+	rts_qp(b2, d->qp_num, a.lid, p0 + 255, 0x7000, 18);
+	rts_qp(f, b2->qp_num, b.lid, 0x8000, p0 + 255, 18);
+
+	uint8_t *r = map_4k(STALE_LEN);
+	memset(r, 0x5a, STALE_LEN);
+	struct ibv_mr *rmr = ibv_reg_mr(b.pd, r, STALE_LEN, IBV_ACCESS_LOCAL_WRITE);
+	if (!rmr)
+		die("ibv_reg_mr");
+	uint64_t *old = frames(r, STALE_LEN);
+	struct ibv_sge rs = { .addr = (uintptr_t)r, .length = STALE_LEN, .lkey = rmr->lkey };
+	if (post_recv(&b, 1, &rs, 1))
+		exit(1);
+	fill(a.buf.addr, STALE_LEN);
+	post_on(d, 2, IBV_WR_SEND, a.buf.addr, STALE_LEN, a.mr->lkey, NULL, 0);
+	/* The first 1 MiB lands in r; then nothing more comes. */
+	double end = now_s() + WAIT_S;
+	while (memcmp(r, a.buf.addr, 1u << 20) && now_s() < end)
+		usleep(1000);
+	int half = !memcmp(r, a.buf.addr, 1u << 20), early = ibv_poll_cq(b.cq, 1, &wc);
+	if (!half || early) {
+		FAIL("%s: the SEND did not stop half-way (first 1 MiB %s, receive %s)", what,
+		     half ? "received" : "not received", early ? "completed" : "not completed");
+		if (ibv_destroy_qp(b.qp) || ibv_dereg_mr(rmr))
+			die("destroy");
+		b.qp = NULL;
+		munmap(r, STALE_LEN);
+		goto out;
+	}
+	double t0 = now_s();
+	int drc = ibv_dereg_mr(rmr); /* an errno */
+	munmap(r, STALE_LEN);
+	uint64_t *p = map_4k(PATTERN_LEN);
+	pattern_fill(p, PATTERN_LEN);
+	size_t k = reused(old, STALE_LEN / 4096, p, PATTERN_LEN);
+	printf("%s: SEND of 2 MiB half received; ibv_dereg_mr of the receive buffer's MR: %s; buffer "
+	       "freed; %zu of its %u page frames now hold a %u MiB pattern (%.2f s)\n", what,
+	       drc ? strerror(drc) : "ok", k, STALE_LEN / 4096, PATTERN_LEN >> 20, now_s() - t0);
+	/* The rest of the message. */
+	post_on(f, 3, IBV_WR_RDMA_WRITE, a.buf.addr, 1, a.mr->lkey, b.buf.addr, b.mr->rkey);
+	if (poll_n(&b, &wc, 1) != 1) {
+		FAIL("%s: no receive completion within %d s", what, WAIT_S);
+	} else {
+		enum ibv_qp_state st = state_of(b.qp);
+		printf("%s: receive completion %s (%d), byte_len %u; the receiver's QP in %s\n", what,
+		       ibv_wc_status_str(wc.status), wc.status, wc.byte_len, state_name(st));
+		if (wc.wr_id != 1)
+			FAIL("%s: a completion of wr_id %llu, not the receive's", what, (unsigned long long)wc.wr_id);
+		if (!drc && wc.status == IBV_WC_SUCCESS)
+			FAIL("%s: the receive completed successfully after its MR was deregistered (its memory "
+			     "freed and reused)", what);
+		if (wc.status != IBV_WC_SUCCESS && st != IBV_QPS_ERR)
+			FAIL("%s: an error completion, but the QP is in %s, not ERR", what, state_name(st));
+	}
+	if (drc && drc != EBUSY)
+		FAIL("%s: ibv_dereg_mr of an MR in use failed with %s, not EBUSY", what, strerror(drc));
+	size_t bad = pattern_check(what, p, PATTERN_LEN);
+	if (bad)
+		FAIL("%s: the NIC wrote %zu bytes into memory freed by the MR's owner and reused", what, bad);
+	if (failures == failed)
+		printf("ok %s: nothing the NIC no longer owned was touched\n", what);
+	munmap(p, PATTERN_LEN);
+	if (ibv_destroy_qp(b.qp))
+		die("ibv_destroy_qp");
+	b.qp = NULL;
+	if (drc && ibv_dereg_mr(rmr))
+		FAIL("%s: ibv_dereg_mr still fails once its QP is gone", what);
+out:
+	free(old);
+	if (ibv_destroy_qp(d) || ibv_destroy_qp(f) || ibv_destroy_qp(b2))
+		die("ibv_destroy_qp");
+	side_close(&a);
+	side_close(&b);
+}
+
 void check_stale(void)
 {
 	cpu_set_t one;
@@ -322,6 +459,8 @@ void check_stale(void)
 	sched_setaffinity(0, sizeof(one), &one);
 	stale_case(IBV_WR_RDMA_READ);
 	stale_case(IBV_WR_RDMA_WRITE);
+	if (strcmp(dev_a, dev_b))
+		stale_recv();
 }
 
 /* ---- drain ---- */
@@ -346,8 +485,9 @@ static int nic_ctl(int nic, const char *req)
 
 	if (!sh)
 		sh = "/ordma/src/qemu-test/progs/nic-control.sh";
-	snprintf(cmd, sizeof(cmd), "bash -c 'fail() { echo \"FAIL: $*\"; exit 1; }; . %s && nic_ctl %d %s'",
-		 sh, nic, req);
+	snprintf(cmd, sizeof(cmd),
+		 "bash -c '. %s && r=$(nic_ctl %d %s); s=$?; echo \"  (nic_ctl %d %s: $r)\"; exit $s'", sh, nic,
+		 req, nic, req);
 	fflush(stdout);
 	int rc = system(cmd);
 	if (rc)
@@ -397,8 +537,8 @@ static void drain_round(int reads)
 
 	side_open(&a, dev_a, 0, RW);
 	side_open(&b, dev_b, 1, RW);
-	to_init(&a);
-	to_init(&b);
+	init_qp(a.qp);
+	init_qp(b.qp);
 	to_rts(&a, &b, 18);
 	to_rts(&b, &a, 18);
 	uint8_t *src = reads ? b.buf.addr : a.buf.addr, *dst = reads ? a.buf.addr + (2u << 20) : b.buf.addr + (3u << 20);
