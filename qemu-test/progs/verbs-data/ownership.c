@@ -267,7 +267,7 @@ static void stale_case(enum ibv_wr_opcode op)
 	       drc ? strerror(drc) : "ok", k, STALE_LEN / 4096, PATTERN_LEN >> 20, now_s() - t0);
 	int early = ibv_poll_cq(a.cq, 1, &wc);
 	if (early)
-		printf("%s: the WQE ended before the responder was ready (%s): nothing was in flight\n", what,
+		printf("%s: the WQE ended before the responder was ready (%s): nothing left in flight\n", what,
 		       early > 0 ? ibv_wc_status_str(wc.status) : "poll failed");
 	if (!k && !early)
 		printf("%s: note: none of the freed frames came back to the pattern; a write into them "
