@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 use ordma_hw as hw;
 use tracing::debug;
 
+use super::data::{Data, Pos};
 use super::packet::{self, NakCode};
 use super::qp::qp_index;
-use super::requester::{mtu_bytes, Data, Pos, Step};
+use super::requester::{mtu_bytes, Step};
 use super::{Interrupts, Nic};
 use crate::mem::Dma;
 

@@ -275,6 +275,11 @@ impl Nic {
             rkey: fl.req.wqe.rkey,
             dma_len: len32,
         };
+        if !self.owns(&fl.req.data) {
+            // An MR of the WQE's local data was destroyed since it started: nothing more
+            // is read from (or, READ, asked for into) memory the NIC no longer owns.
+            return Err(hw::WC_LOC_PROT_ERR);
+        }
         let mut sent = false;
         if fl.read() {
             if fl.next == 0 {
@@ -482,7 +487,7 @@ impl Nic {
         }
         let gated = self.gate(mem);
         let mut pos = fl.req.data.seek(off);
-        if !fl.req.data.write(&gated, &mut pos, payload) {
+        if !self.owns(&fl.req.data) || !fl.req.data.write(&gated, &mut pos, payload) {
             return Outcome::Done(hw::WC_LOC_PROT_ERR, 0);
         }
         fl.acked = k + 1;

@@ -13,6 +13,7 @@
 //! - [`tables`]: object tables (PDs, MRs, CQs, QPs: index plus an 8-bit key);
 //! - [`pages`]: page lists in host memory (MR pages, rings), validated and walked;
 //! - [`mr`]: memory regions and the translation of MR keys and addresses;
+//! - [`data`]: a message's bytes: translated pieces with the MRs they came from;
 //! - [`cq`]: completion queues, arming, completion events;
 //! - [`qp`]: queue pairs; [`qp_state`]: the QP state machine (`CMD_MODIFY_QP`);
 //! - [`doorbell`]: the doorbell pages in BAR2 and their ownership rule;
@@ -32,6 +33,7 @@ pub mod admin;
 pub mod completer;
 pub mod counters;
 pub mod cq;
+pub mod data;
 pub mod doorbell;
 pub mod events;
 pub mod flights;
@@ -165,6 +167,8 @@ pub struct Nic {
     pub commands_completed: u64,
     pds: Table<Pd>,
     mrs: Table<Mr>,
+    /// The last MR registration's number ([`mr::MrRef`]); never goes back, not even on reset.
+    mr_gen: u64,
     cqs: Table<Cq>,
     qps: Table<Qp>,
     /// Queue doorbells accepted since reset.
@@ -289,6 +293,7 @@ impl Nic {
             pds: Table::new(config.attrs.max_pd),
             // Keys carry 24 bits of index; doorbells carry 16 bits of CQN and QPN.
             mrs: Table::new(config.attrs.max_mr.min(Handle::MAX_INDEX + 1)),
+            mr_gen: 0,
             cqs: Table::new(config.attrs.max_cq.min(hw::MAX_QUEUE_NUM + 1)),
             qps: Table::new(
                 config
@@ -357,6 +362,7 @@ impl Nic {
         let mut fresh = Self::new(self.config);
         fresh.bus_master = self.bus_master;
         fresh.counters = self.counters;
+        fresh.mr_gen = self.mr_gen;
         fresh.wire = self.wire.take();
         *self = fresh;
         if self.config.fault == Some(Fault::ResetStuck) {

@@ -18,9 +18,10 @@ use tracing::debug;
 
 use super::completer::read_packets;
 use super::counters::{bounded_warn, Anomaly};
+use super::data::{Data, Pos};
 use super::flights::Flights;
 use super::packet::{self, Aeth, Bth, NakCode, Packet, Syndrome, PSN_MASK};
-use super::requester::{mtu_bytes, Data, Pos};
+use super::requester::mtu_bytes;
 use super::responder::Inbound;
 use super::wire::{self, Frame};
 use super::{Interrupts, Nic};

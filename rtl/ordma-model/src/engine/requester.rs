@@ -10,6 +10,7 @@ use ordma_hw as hw;
 
 use super::completer::Answer;
 use super::counters::{bounded_warn, Anomaly};
+use super::data::Data;
 use super::packet::{self, Bth, Packet, Reth};
 use super::pages;
 use super::qp::{Qp, WorkQueue};
@@ -24,154 +25,6 @@ pub(super) const MAX_MSG: u64 = 1 << 31;
 /// the timer thread (`backlog`), so a guest's doorbell holds the NIC for a bounded time
 /// (one message beyond it at most).
 pub(super) const SQ_BUDGET: u64 = 64 << 20;
-
-/// Where a message's bytes are.
-#[derive(Debug)]
-pub(super) enum Data {
-    /// Bus-address pieces, in order.
-    Pieces(Vec<(u64, u64)>),
-    /// Bytes the NIC holds (inline data).
-    Inline(Vec<u8>),
-}
-
-/// A position in a [`Data`]: piece and offset in it.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Pos {
-    piece: usize,
-    off: u64,
-}
-
-impl Data {
-    /// The position `at` bytes from the start (clamped to the end).
-    pub(super) fn seek(&self, at: u64) -> Pos {
-        match self {
-            Data::Inline(_) => Pos { piece: 0, off: at },
-            Data::Pieces(p) => {
-                let mut left = at;
-                for (i, &(_, len)) in p.iter().enumerate() {
-                    if left < len {
-                        return Pos {
-                            piece: i,
-                            off: left,
-                        };
-                    }
-                    left -= len;
-                }
-                Pos {
-                    piece: p.len(),
-                    off: 0,
-                }
-            }
-        }
-    }
-
-    /// Walks the pieces from `pos` for `len` bytes, calling `f(bus address, range of the
-    /// walk)` per contiguous piece; false if the data ends first or `f` fails.
-    fn walk(
-        p: &[(u64, u64)],
-        pos: &mut Pos,
-        len: usize,
-        mut f: impl FnMut(u64, std::ops::Range<usize>) -> bool,
-    ) -> bool {
-        let mut done = 0usize;
-        while done < len {
-            let Some(&(addr, plen)) = p.get(pos.piece) else {
-                return false;
-            };
-            let left = plen.saturating_sub(pos.off);
-            if left == 0 {
-                pos.piece += 1;
-                pos.off = 0;
-                continue;
-            }
-            let n = usize::try_from(left).map_or(len - done, |l| l.min(len - done));
-            let Some(at) = addr.checked_add(pos.off) else {
-                return false;
-            };
-            if !f(at, done..done + n) {
-                return false;
-            }
-            done += n;
-            pos.off += n as u64;
-        }
-        true
-    }
-
-    /// Reads `buf.len()` bytes from `pos` on; false if the data ends or a DMA fails.
-    pub(super) fn read(&self, mem: &dyn Dma, pos: &mut Pos, buf: &mut [u8]) -> bool {
-        match self {
-            Data::Inline(b) => {
-                let src = usize::try_from(pos.off)
-                    .ok()
-                    .and_then(|s| b.get(s..s.checked_add(buf.len())?));
-                let Some(src) = src else { return false };
-                buf.copy_from_slice(src);
-                pos.off += buf.len() as u64;
-                true
-            }
-            Data::Pieces(p) => Self::walk(p, pos, buf.len(), |addr, r| {
-                buf.get_mut(r)
-                    .is_some_and(|dst| mem.dma_read(addr, dst).is_ok())
-            }),
-        }
-    }
-
-    /// Copies `len` bytes from `self` at `spos` to `dst` (pieces) at `dpos`: one DMA copy
-    /// per stretch contiguous on both sides, no bounce buffer unless `self` is inline.
-    pub(super) fn copy_to(
-        &self,
-        mem: &dyn Dma,
-        spos: &mut Pos,
-        dst: &Data,
-        dpos: &mut Pos,
-        len: usize,
-    ) -> bool {
-        let (Data::Pieces(sp), Data::Pieces(dp)) = (self, dst) else {
-            let mut buf = vec![0u8; len];
-            return self.read(mem, spos, &mut buf) && dst.write(mem, dpos, &buf);
-        };
-        let mut done = 0usize;
-        while done < len {
-            let (Some(&(sa, sl)), Some(&(da, dl))) = (sp.get(spos.piece), dp.get(dpos.piece))
-            else {
-                return false;
-            };
-            let (sleft, dleft) = (sl.saturating_sub(spos.off), dl.saturating_sub(dpos.off));
-            if sleft == 0 {
-                spos.piece += 1;
-                spos.off = 0;
-                continue;
-            }
-            if dleft == 0 {
-                dpos.piece += 1;
-                dpos.off = 0;
-                continue;
-            }
-            let n = usize::try_from(sleft.min(dleft)).map_or(len - done, |m| m.min(len - done));
-            let (Some(s), Some(d)) = (sa.checked_add(spos.off), da.checked_add(dpos.off)) else {
-                return false;
-            };
-            if mem.dma_copy(s, d, n).is_err() {
-                return false;
-            }
-            done += n;
-            spos.off += n as u64;
-            dpos.off += n as u64;
-        }
-        true
-    }
-
-    /// Writes `buf` from `pos` on (pieces only); false if the data ends or a DMA fails.
-    pub(super) fn write(&self, mem: &dyn Dma, pos: &mut Pos, buf: &[u8]) -> bool {
-        match self {
-            Data::Inline(_) => false,
-            Data::Pieces(p) => Self::walk(p, pos, buf.len(), |addr, r| {
-                buf.get(r)
-                    .is_some_and(|src| mem.dma_write(addr, src).is_ok())
-            }),
-        }
-    }
-}
 
 /// The bytes of WQE `index` of `wq` (one WQE never crosses a page: pages are at least
 /// 4 KiB, WQEs at most 1 KiB and aligned); `None` if the ring cannot be read.
@@ -310,7 +163,7 @@ impl Nic {
         }
         let access = if read { hw::ACCESS_LOCAL_WRITE } else { 0 };
         let mut len = 0u64;
-        let mut pieces = Vec::new();
+        let mut data = Data::empty();
         for i in 0..usize::from(wqe.num_sge) {
             let sge = hw::Sge::decode_from(raw, hw::SendWqe::sge_offset(i)).ok_or(op_err)?;
             if sge.length == 0 {
@@ -321,7 +174,7 @@ impl Nic {
                 return Err((hw::WC_LOC_LEN_ERR, 0));
             }
             let p = self
-                .translate(
+                .translate_kept(
                     mem,
                     sge.lkey,
                     qp.pdn,
@@ -330,13 +183,9 @@ impl Nic {
                     access,
                 )
                 .map_err(|_| (hw::WC_LOC_PROT_ERR, 0))?;
-            pieces.extend(p);
+            data.append(p);
         }
-        Ok(Request {
-            wqe,
-            data: Data::Pieces(pieces),
-            len,
-        })
+        Ok(Request { wqe, data, len })
     }
 
     /// Reads send WQE `index` of QP `qpn` (a copy of it in `qp`) from its ring and checks it

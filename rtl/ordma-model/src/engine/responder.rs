@@ -7,28 +7,24 @@ use tracing::debug;
 
 use super::completer::{read_packets, Answer};
 use super::counters::{bounded_warn, Anomaly};
+use super::data::{Data, Pos};
 use super::packet::{self, NakCode, Packet};
-use super::requester::{wqe_bytes, Data, Pos};
+use super::requester::wqe_bytes;
 use super::{Interrupts, Nic};
 use crate::mem::Dma;
 
-/// The responder's state for a SEND being received: the receive WQE it consumes, its
-/// buffers and the bytes so far. Loopback hands a message over in one call of the
-/// requester, and an RNR NAK can only answer a SEND's first packet, so this lives with
-/// the requester's loop.
-///
-/// In loopback it also keeps the translation of the RDMA WRITE being received, made on its
-/// first packet, for the message's other packets: nothing can change the MR or the QP
-/// between them (the whole message runs in one call, the NIC held). The wire's `Inbound`
-/// lives across frames, between which the driver may destroy the MR: there each packet is
-/// translated again.
+/// The responder's state for the message being received, across its packets: the receive
+/// WQE a SEND consumes, its buffers (translated at the first packet) and the bytes so far;
+/// the translation of the RDMA WRITE being received (its whole range, made at its first
+/// packet) and the position in it. Both kept translations are used only while their MRs
+/// are still registered ([`Nic::owns`]): a receive buffer whose MR is gone ends the receive
+/// WQE in `WC_LOC_PROT_ERR` (NAK remote operational error), a WRITE target whose MR is gone
+/// is a remote access error (NAK remote access error), and nothing is written.
 #[derive(Debug, Default)]
 pub(super) struct Inbound {
     recv: Option<(u16, Data, u64)>,
     got: u64,
     pos: Pos,
-    /// Whether the message is handed over in one call (loopback): WRITE keeps `write`.
-    one_call: bool,
     /// The WRITE being received: its whole range translated, and the position in it.
     write: Option<(Data, Pos)>,
 }
@@ -36,14 +32,11 @@ pub(super) struct Inbound {
 impl Inbound {
     /// The state for one message handed over in one call (loopback).
     pub(super) fn one_call() -> Self {
-        Self {
-            one_call: true,
-            ..Self::default()
-        }
+        Self::default()
     }
 
-    /// Whether a WRITE is being received with its translation kept (loopback, after its
-    /// first packet).
+    /// Whether a WRITE is being received with its translation kept (after its first
+    /// packet).
     pub(super) fn writing(&self) -> bool {
         self.write.is_some()
     }
@@ -187,6 +180,9 @@ impl Nic {
         if n > left {
             return Answer::Nak(NakCode::InvalidRequest);
         }
+        if !self.owns(&dst) {
+            return self.access_error(qpn, mem, irq);
+        }
         let gated = self.gate(mem);
         if !Self::copy(payload, &dst, &mut pos, &gated) {
             return Answer::Nak(NakCode::RemoteOp);
@@ -222,11 +218,9 @@ impl Nic {
             return None;
         }
         if len == 0 {
-            return Some(Data::Pieces(Vec::new()));
+            return Some(Data::empty());
         }
-        self.translate(mem, rkey, qp.pdn, va, len, access)
-            .ok()
-            .map(Data::Pieces)
+        self.translate_kept(mem, rkey, qp.pdn, va, len, access).ok()
     }
 
     /// A remote access violation at QP `qpn`: `ERR`, `QP_ACCESS_ERR`, NAK.
@@ -274,7 +268,7 @@ impl Nic {
         let Some(wqe) = hw::RecvWqe::decode(&raw).filter(|w| w.num_sge <= qp.max_recv_sge) else {
             return fail(self, hw::WC_LOC_QP_OP_ERR);
         };
-        let mut pieces = Vec::new();
+        let mut data = Data::empty();
         let mut cap = 0u64;
         for i in 0..usize::from(if sges { wqe.num_sge } else { 0 }) {
             let Some(sge) = hw::Sge::decode_from(&raw, hw::RecvWqe::sge_offset(i)) else {
@@ -284,7 +278,7 @@ impl Nic {
                 continue;
             }
             let len = u64::from(sge.length);
-            match self.translate(
+            match self.translate_kept(
                 gated,
                 sge.lkey,
                 qp.pdn,
@@ -292,12 +286,12 @@ impl Nic {
                 len,
                 hw::ACCESS_LOCAL_WRITE,
             ) {
-                Ok(p) => pieces.extend(p),
+                Ok(p) => data.append(p),
                 Err(_) => return fail(self, hw::WC_LOC_PROT_ERR),
             }
             cap += len;
         }
-        Ok((index, Data::Pieces(pieces), cap))
+        Ok((index, data, cap))
     }
 
     /// Copies a packet's payload to `dst` at `pos`; false if a DMA failed.
@@ -343,7 +337,9 @@ impl Nic {
             return Answer::Nak(NakCode::InvalidRequest);
         }
         let mut pos = inb.pos;
-        if !Self::copy(payload, &dst, &mut pos, gated) {
+        // The buffers were translated at the message's first packet: used only while
+        // their MRs are still registered.
+        if !self.owns(&dst) || !Self::copy(payload, &dst, &mut pos, gated) {
             self.complete_recv(
                 qpn,
                 index,
@@ -406,7 +402,7 @@ impl Nic {
             else {
                 return self.access_error(qpn, mem, irq);
             };
-            cache = inb.one_call.then_some((whole, Pos::default()));
+            cache = Some((whole, Pos::default()));
             if let Some(q) = self.qp_mut(qpn) {
                 q.dp.write = Some((reth.va, reth.rkey, len, reth.dma_len));
             }
@@ -429,6 +425,7 @@ impl Nic {
         };
         if n > 0 {
             let moved = match cache.as_mut() {
+                Some((dst, _)) if !self.owns(dst) => return self.access_error(qpn, mem, irq),
                 Some((dst, pos)) => Self::copy(payload, dst, pos, gated),
                 None => {
                     let Some(dst) = self.remote(qpn, rkey, va, n, hw::ACCESS_REMOTE_WRITE, gated)

@@ -5,6 +5,7 @@ use std::cell::RefCell;
 
 use ordma_model::engine::Interrupts;
 
+pub mod pair;
 pub mod rig;
 
 /// Records every MSI-X vector raised.
