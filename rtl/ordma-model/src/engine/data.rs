@@ -111,6 +111,14 @@ impl Data {
         dpos: &mut Pos,
         len: usize,
     ) -> bool {
+        if let Data::Inline(b) = self {
+            let src = usize::try_from(spos.off)
+                .ok()
+                .and_then(|s| b.get(s..s.checked_add(len)?));
+            let Some(src) = src else { return false };
+            spos.off += len as u64;
+            return dst.write(mem, dpos, src);
+        }
         let (Data::Pieces(sp, _), Data::Pieces(dp, _)) = (self, dst) else {
             let mut buf = vec![0u8; len];
             return self.read(mem, spos, &mut buf) && dst.write(mem, dpos, &buf);
@@ -162,6 +170,14 @@ impl Data {
     /// No bytes.
     pub(super) fn empty() -> Self {
         Data::Pieces(Vec::new(), Vec::new())
+    }
+
+    /// Its length in bytes.
+    pub(super) fn len(&self) -> u64 {
+        match self {
+            Data::Inline(b) => b.len() as u64,
+            Data::Pieces(p, _) => p.iter().map(|&(_, l)| l).sum(),
+        }
     }
 
     /// Appends `other`'s pieces (and MRs) to `self`'s (pieces only; `other` inline adds

@@ -27,11 +27,11 @@ use ordma_hw as hw;
 use tracing::debug;
 
 use super::completer::{read_packets, rnr_delay, RETRY_FOREVER};
+use super::data::{Data, Pos};
 use super::packet::{self, Bth, NakCode, Packet, Reth, Syndrome};
 use super::qp::{qp_index, Qp};
 use super::remote::psn_sub;
 use super::requester::{mtu_bytes, opcode_of, Request};
-use super::wire::Frame;
 use super::{Interrupts, Nic};
 use crate::mem::Dma;
 
@@ -302,10 +302,30 @@ impl Nic {
         } else {
             let gated = self.gate(mem);
             let end = fl.npkts.min(limit);
+            let own = dlid == self.config.lid;
             let mut buf = Vec::new();
-            for i in fl.next..end {
+            let mut i = fl.next;
+            while i < end {
                 let last = i + 1 == fl.npkts;
                 let opcode = opcode_of(fl.req.wqe.opcode, i, fl.npkts);
+                let off = i.saturating_mul(mtu);
+                if own && opcode == packet::WRITE_MIDDLE {
+                    // To the NIC itself: the middle packets up to the window (or the last
+                    // packet) as one, asking for an ACK at its last PSN.
+                    let count = end.min(fl.npkts - 1).saturating_sub(i).max(1);
+                    let body = fl.req.data.slice(off, count.saturating_mul(mtu));
+                    let Some(body) = body else {
+                        return Err(hw::WC_LOC_PROT_ERR);
+                    };
+                    let pkt = Packet {
+                        bth: bth(opcode, i, true, false),
+                        ..Default::default()
+                    };
+                    self.emit_own(qpn, pkt, body, count);
+                    i += count;
+                    sent = true;
+                    continue;
+                }
                 let (has_reth, _, imm) = packet::headers(opcode).unwrap_or_default();
                 let pkt = Packet {
                     bth: bth(opcode, i, last || (i + 1) % ACK_EVERY == 0, last),
@@ -313,15 +333,23 @@ impl Nic {
                     aeth: None,
                     imm: imm.then_some(fl.req.wqe.imm.to_le_bytes()),
                 };
-                let off = i.saturating_mul(mtu);
-                let n = usize::try_from(mtu.min(fl.req.len.saturating_sub(off))).unwrap_or(0);
-                buf.resize(n, 0);
-                let mut pos = fl.req.data.seek(off);
-                if !fl.req.data.read(&gated, &mut pos, &mut buf) {
-                    return Err(hw::WC_LOC_PROT_ERR);
+                let n = mtu.min(fl.req.len.saturating_sub(off));
+                if own {
+                    // The payload stays in the sender's memory until the responder copies it.
+                    let Some(body) = fl.req.data.slice(off, n) else {
+                        return Err(hw::WC_LOC_PROT_ERR);
+                    };
+                    self.emit_own(qpn, pkt, body, 1);
+                } else {
+                    buf.resize(usize::try_from(n).unwrap_or(0), 0);
+                    let mut pos = fl.req.data.seek(off);
+                    if !fl.req.data.read(&gated, &mut pos, &mut buf) {
+                        return Err(hw::WC_LOC_PROT_ERR);
+                    }
+                    self.emit(dlid, qpn, &pkt, &buf);
                 }
-                self.emit(dlid, qpn, &pkt, &buf);
                 sent = true;
+                i += 1;
             }
             fl.next = fl.next.max(end);
         }
@@ -331,14 +359,22 @@ impl Nic {
         Ok(())
     }
 
-    /// The completer's side of an ACK, NAK or read response frame.
-    pub(super) fn on_answer(&mut self, f: &Frame, mem: &dyn Dma, irq: &dyn Interrupts) {
-        let pkt = &f.packet;
+    /// The completer's side of an ACK, NAK or read response from LID `slid`, its payload
+    /// `body` (`count` responses of one READ together, from the NIC itself).
+    pub(super) fn on_answer(
+        &mut self,
+        slid: u16,
+        pkt: &Packet,
+        body: &Data,
+        count: u64,
+        mem: &dyn Dma,
+        irq: &dyn Interrupts,
+    ) {
         let qpn = pkt.bth.dest_qp;
         let Some(qp) = self.qp(qpn).copied() else {
             return;
         };
-        if qp.state != hw::QPS_RTS || qp.attr.ah.dlid != f.slid {
+        if qp.state != hw::QPS_RTS || qp.attr.ah.dlid != slid {
             return;
         }
         let mut fs = self.take_flights(qpn);
@@ -409,7 +445,7 @@ impl Nic {
             }
             (packet::ACKNOWLEDGE, _) => Outcome::Keep,
             (_, _) if fl.read() && diff == fl.acked && diff < fl.npkts => {
-                self.read_response(&mut fl, &qp, diff, &f.payload, mem)
+                self.read_response(&mut fl, &qp, diff, count, body, mem)
             }
             (_, _) if fl.read() && current && fl.reread != Some(fl.acked) => {
                 // A gap in the read responses: ask for the rest again, once per gap.
@@ -471,26 +507,36 @@ impl Nic {
         }
     }
 
-    /// Read response `k` of the flight: its bytes to the local buffers.
+    /// Read responses `k` to `k + count` of the flight: their bytes to the local buffers
+    /// (each full but the READ's last).
     fn read_response(
         &mut self,
         fl: &mut Flight,
         qp: &Qp,
         k: u64,
-        payload: &[u8],
+        count: u64,
+        payload: &Data,
         mem: &dyn Dma,
     ) -> Outcome {
         let mtu = mtu_bytes(qp.attr.path_mtu);
         let off = k.saturating_mul(mtu);
-        if payload.len() as u64 != mtu.min(fl.req.len.saturating_sub(off)) {
+        let full = count.saturating_mul(mtu);
+        let want = full.min(fl.req.len.saturating_sub(off));
+        let end = k.saturating_add(count);
+        if count == 0 || end > fl.npkts || payload.len() != want || (end < fl.npkts && want != full)
+        {
             return Outcome::Keep;
         }
         let gated = self.gate(mem);
         let mut pos = fl.req.data.seek(off);
-        if !self.owns(&fl.req.data) || !fl.req.data.write(&gated, &mut pos, payload) {
+        let ok = self.owns(&fl.req.data)
+            && usize::try_from(want).is_ok_and(|n| {
+                payload.copy_to(&gated, &mut Pos::default(), &fl.req.data, &mut pos, n)
+            });
+        if !ok {
             return Outcome::Done(hw::WC_LOC_PROT_ERR, 0);
         }
-        fl.acked = k + 1;
+        fl.acked = end;
         if fl.acked == fl.npkts {
             // CAST: at most MAX_MSG.
             return Outcome::Done(hw::WC_SUCCESS, fl.req.len as u32);

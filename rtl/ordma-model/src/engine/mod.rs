@@ -22,8 +22,10 @@
 //!   completions, memory writes, read data, ACK/NAK), [`completer`] (answers to send CQEs,
 //!   RNR retries, errors and the flush in `ERR`, the timers of [`Nic::tick`]);
 //! - the wire between NICs: [`wire`] (RoCEv2 frames: Ethernet, IPv4, UDP, the IB
-//!   transport headers, ICRC), [`remote`] (the RC engine's roles over it: a window of
-//!   packets in flight, retransmission, duplicates, PSN sequence NAKs);
+//!   transport headers, ICRC), [`remote`] (frames in, the responder's side of it),
+//!   [`flights`] (the requester and completer: a window of packets in flight,
+//!   retransmission, duplicates, PSN sequence NAKs); [`own`]: loopback, the wire from the
+//!   NIC to itself, through the same requester, responder and completer;
 //! - [`counters`]: counted, bounded logging of bad input.
 //!
 //! The `Nic` itself is plain data behind `&mut self`: whoever shares it between threads (the
@@ -38,6 +40,7 @@ pub mod doorbell;
 pub mod events;
 pub mod flights;
 pub mod mr;
+pub mod own;
 pub mod packet;
 pub mod pages;
 pub mod qp;
@@ -185,6 +188,10 @@ pub struct Nic {
     wire: Option<Box<dyn wire::Wire>>,
     /// The QPs' state for the wire.
     wire_qps: remote::Remotes,
+    /// Packets to the NIC itself (loopback), waiting to be taken ([`own`]).
+    own: VecDeque<own::Own>,
+    /// Whether [`Nic::drain_own`] runs (a nested call returns at once).
+    draining: bool,
 }
 
 /// A snapshot of the NIC's state for the control channel's `status`.
@@ -308,6 +315,8 @@ impl Nic {
             counters: Counters::default(),
             wire: None,
             wire_qps: remote::Remotes::new(),
+            own: VecDeque::new(),
+            draining: false,
         }
     }
 

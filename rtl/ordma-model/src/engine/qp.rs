@@ -89,15 +89,9 @@ pub struct DataPath {
     pub(super) rnr_wait: Option<std::time::Instant>,
     /// Requester: RNR retries left for the head WQE (`None`: not NAKed yet).
     pub(super) rnr_left: Option<u8>,
-    /// Requester: packets of the head WQE the responder accepted before an RNR NAK; the
-    /// retry resumes there.
-    pub(super) resume: u64,
     /// Responder: the RDMA WRITE being received: next virtual address, rkey, bytes left,
     /// and the message's length.
     pub(super) write: Option<(u64, u32, u64, u32)>,
-    /// Requester: the send queue has more WQEs than one doorbell's budget took; the timer
-    /// thread goes on with them.
-    pub(super) backlog: bool,
     /// Responder: messages completed, mod 2^24 (the AETH's MSN).
     pub(super) msn: u32,
     /// Responder: `QP_COMM_EST` was raised.

@@ -29,19 +29,6 @@ pub(super) struct Inbound {
     write: Option<(Data, Pos)>,
 }
 
-impl Inbound {
-    /// The state for one message handed over in one call (loopback).
-    pub(super) fn one_call() -> Self {
-        Self::default()
-    }
-
-    /// Whether a WRITE is being received with its translation kept (after its first
-    /// packet).
-    pub(super) fn writing(&self) -> bool {
-        self.write.is_some()
-    }
-}
-
 /// A payload handed to the responder: the sender's data, the position, the length.
 pub(super) type Payload<'a> = Option<(&'a Data, &'a mut Pos, u64)>;
 
@@ -147,7 +134,7 @@ impl Nic {
 
     /// Loopback: `count` consecutive `WRITE_MIDDLE` packets from QP `src` to QP `qpn`, the
     /// first with PSN `psn`, carrying `payload`'s bytes together, delivered at once after
-    /// the message's first packet kept its translation ([`Inbound::writing`]). The checks
+    /// the message's first packet kept its translation. The checks
     /// are those of each packet: the QP live, connected to `src`, expecting `psn`; a WRITE
     /// in progress with at least these bytes left. Then one copy per stretch contiguous on
     /// both sides, and `rq_psn` advances by `count`: the same outcome as `count` calls of
