@@ -135,7 +135,8 @@ impl Nic {
             let Some(qp) = self.qp(qpn).copied() else {
                 return;
             };
-            if qp.state != hw::QPS_RTS || qp.dp.rnr_wait.is_some() {
+            let sending = matches!(qp.state, hw::QPS_RTS | hw::QPS_SQD);
+            if !sending || qp.dp.rnr_wait.is_some() {
                 return;
             }
             let mut fs = self.take_flights(qpn);
@@ -169,6 +170,7 @@ impl Nic {
                 // CAST: at most MAX_FLIGHTS.
                 let index = qp.sq.ci.wrapping_add(i as u16);
                 if fs.refused.is_some()
+                    || qp.state != hw::QPS_RTS
                     || i >= MAX_FLIGHTS
                     || index == qp.sq.pi
                     || before >= end
@@ -374,7 +376,7 @@ impl Nic {
         let Some(qp) = self.qp(qpn).copied() else {
             return;
         };
-        if qp.state != hw::QPS_RTS || qp.attr.ah.dlid != slid {
+        if !matches!(qp.state, hw::QPS_RTS | hw::QPS_SQD) || qp.attr.ah.dlid != slid {
             return;
         }
         let mut fs = self.take_flights(qpn);
@@ -494,6 +496,9 @@ impl Nic {
                 self.complete_send(qpn, index, status, op, bytes, signaled, mem, irq);
                 self.put_flights(qpn, fs);
                 self.pump(qpn, mem, irq);
+                if !self.sq_in_flight(qpn) {
+                    self.sq_drained(qpn, Some((mem, irq)));
+                }
             }
             Outcome::Keep if !progress => {
                 fs.q.push_front(fl);
@@ -544,6 +549,31 @@ impl Nic {
         fl.deadline = self.ack_deadline(qp.attr.timeout);
         fl.retries = qp.attr.retry_cnt;
         Outcome::Keep
+    }
+
+    /// Whether QP `qpn` has WQEs in flight (or one refused behind them, not completed).
+    pub(super) fn sq_in_flight(&self, qpn: u32) -> bool {
+        self.wire_qps
+            .get(&qpn)
+            .is_some_and(|r| !r.flights.q.is_empty() || r.flights.refused.is_some())
+    }
+
+    /// QP `qpn` has no WQE in flight: in `SQD` with the notification asked for, posts
+    /// `QP_SQ_DRAINED` (from an admin command, `via` is `None`: queued after its
+    /// completion), once.
+    pub(super) fn sq_drained(&mut self, qpn: u32, via: Option<(&dyn Dma, &dyn Interrupts)>) {
+        let Some(q) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) else {
+            return;
+        };
+        if q.state != hw::QPS_SQD || !q.dp.sqd_notify {
+            return;
+        }
+        q.dp.sqd_notify = false;
+        debug!(qpn, "send queue drained");
+        match via {
+            Some((mem, irq)) => self.post_event(hw::EVENT_QP_SQ_DRAINED, qpn, 0, mem, irq),
+            None => self.queue_event(hw::EVENT_QP_SQ_DRAINED, qpn, 0),
+        }
     }
 
     /// Whether some QP waits for its transport timer.

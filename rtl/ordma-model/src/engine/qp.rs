@@ -94,6 +94,8 @@ pub struct DataPath {
     pub(super) write: Option<(u64, u32, u64, u32)>,
     /// Responder: messages completed, mod 2^24 (the AETH's MSN).
     pub(super) msn: u32,
+    /// Requester: in `SQD`, `QP_SQ_DRAINED` is due once no WQE is in flight.
+    pub(super) sqd_notify: bool,
     /// Responder: `QP_COMM_EST` was raised.
     pub(super) comm_est: bool,
 }
@@ -221,7 +223,7 @@ impl Nic {
         let mut a = qp.attr;
         a.qp_state = qp.state;
         a.cur_qp_state = qp.state;
-        a.sq_draining = 0;
+        a.sq_draining = u8::from(qp.state == hw::QPS_SQD && self.sq_in_flight(p.qpn));
         Self::respond(mem, p.resp_addr, p.resp_len, &a.encode())
     }
 
