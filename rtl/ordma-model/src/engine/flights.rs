@@ -31,7 +31,7 @@ use super::data::{Data, Pos};
 use super::packet::{self, Bth, NakCode, Packet, Reth, Syndrome};
 use super::qp::{qp_index, Qp};
 use super::remote::psn_sub;
-use super::requester::{mtu_bytes, opcode_of, Request};
+use super::requester::{mtu_bytes, opcode_of, wqe_bytes, Request};
 use super::{Interrupts, Nic};
 use crate::mem::Dma;
 
@@ -41,6 +41,12 @@ pub const WINDOW: u64 = 256;
 pub const ACK_EVERY: u64 = 8;
 /// WQEs of one QP on the wire at once at most.
 pub const MAX_FLIGHTS: usize = 32;
+
+/// READs QP `qp` may have in flight at once: its `max_rd_atomic` (the initiator depth, at
+/// most `QP_MAX_RD_ATOMIC`, the `max_qp_rd_atom` the NIC advertises), 0 taken as 1.
+pub(super) fn rd_depth(qp: &Qp) -> usize {
+    usize::from(qp.attr.max_rd_atomic.clamp(1, hw::QP_MAX_RD_ATOMIC))
+}
 
 /// A WQE on the wire.
 struct Flight {
@@ -174,11 +180,11 @@ impl Nic {
                     || i >= MAX_FLIGHTS
                     || index == qp.sq.pi
                     || before >= end
-                    || fs.q.back().is_some_and(Flight::read)
                 {
                     return;
                 }
-                match self.start(qpn, &qp, index, i == 0, mem) {
+                let reads = fs.q.iter().filter(|f| f.read()).count();
+                match self.start(qpn, &qp, index, reads, mem) {
                     Ok(Some(f)) => fs.q.push_back(f),
                     Ok(None) => return,
                     Err(refused) => {
@@ -206,22 +212,32 @@ impl Nic {
     }
 
     /// Takes WQE `index` of QP `qpn` on the wire: checked, its PSNs taken from `sq_psn`.
-    /// `None` for a READ that is not `alone` (it waits for the WQEs before it).
+    /// `None` while it must wait, `reads` READs being in flight before it: a READ beyond
+    /// the QP's initiator depth ([`rd_depth`]), a WQE with `FENCE` behind any READ.
     fn start(
         &mut self,
         qpn: u32,
         qp: &Qp,
         index: u16,
-        alone: bool,
+        reads: usize,
         mem: &dyn Dma,
     ) -> Result<Option<Flight>, (u16, u8, u8)> {
+        if reads > 0 {
+            // A look at the WQE before it is checked and translated, which waiting would
+            // repeat at every answer.
+            let gated = self.gate(mem);
+            let head = wqe_bytes(&gated, &qp.sq, index).and_then(|raw| hw::SendWqe::decode(&raw));
+            if let Some(w) = head {
+                let read = w.opcode == hw::WR_RDMA_READ;
+                if (read && reads >= rd_depth(qp)) || w.flags & hw::WQE_FLAG_FENCE != 0 {
+                    return Ok(None);
+                }
+            }
+        }
         let (req, op) = self
             .fetch_wqe(qpn, qp, index, mem)
             .map_err(|(status, _, op)| (index, status, op))?;
         let read = req.wqe.opcode == hw::WR_RDMA_READ;
-        if read && !alone {
-            return Ok(None);
-        }
         let npkts = if read {
             read_packets(req.len, qp.attr.path_mtu)
         } else {
@@ -387,10 +403,46 @@ impl Nic {
         });
         let syndrome = pkt.aeth.map(|a| a.syndrome);
         let ack = pkt.bth.opcode == packet::ACKNOWLEDGE && syndrome.is_some();
-        let Some((k, diff)) = hit.filter(|&(k, _)| k == 0 || ack) else {
+        // An answer is an ACK or NAK, or a read response in a READ's PSNs.
+        let Some((k, diff)) = hit.filter(|&(k, _)| ack || fs.q.get(k).is_some_and(Flight::read))
+        else {
             self.put_flights(qpn, fs);
             return;
         };
+        if let Some(j) = fs.q.iter().take(k).position(Flight::read) {
+            // An answer at a later WQE's PSN while a READ before it misses responses: they
+            // were lost. The WQEs before the READ are done; the READ asks for the rest
+            // (once per gap), and the WQEs behind it go again.
+            let done: Vec<Flight> = fs.q.drain(..j).collect();
+            let progress = !done.is_empty();
+            self.complete_flights(qpn, done, mem, irq);
+            let mut again = progress;
+            if let Some(acked) =
+                fs.q.front()
+                    .filter(|r| r.reread != Some(r.acked))
+                    .map(|r| r.acked)
+            {
+                fs.rewind();
+                if let Some(r) = fs.q.front_mut() {
+                    r.reread = Some(acked);
+                }
+                again = true;
+            }
+            if progress {
+                let t = self.ack_deadline(qp.attr.timeout);
+                for f in &mut fs.q {
+                    f.deadline = f.deadline.and(t);
+                }
+                if let Some(r) = fs.q.front_mut() {
+                    r.retries = qp.attr.retry_cnt;
+                }
+            }
+            self.put_flights(qpn, fs);
+            if again {
+                self.pump(qpn, mem, irq);
+            }
+            return;
+        }
         // An ACK or NAK at a later WQE's PSN: the responder executed every WQE before it.
         let before: Vec<Flight> = fs.q.drain(..k).collect();
         let Some(mut fl) = fs.q.pop_front() else {
@@ -462,20 +514,7 @@ impl Nic {
                 outcome,
                 Outcome::Progress | Outcome::Done(hw::WC_SUCCESS, _)
             );
-        for b in before {
-            // CAST: at most MAX_MSG.
-            let bytes = b.req.len as u32;
-            self.complete_send(
-                qpn,
-                b.index,
-                hw::WC_SUCCESS,
-                b.op,
-                bytes,
-                b.signaled,
-                mem,
-                irq,
-            );
-        }
+        self.complete_flights(qpn, before, mem, irq);
         if progress {
             // The transport timer starts again on progress, for every WQE it runs for.
             let again = self.ack_deadline(qp.attr.timeout);
@@ -509,6 +548,22 @@ impl Nic {
                 self.put_flights(qpn, fs);
                 self.pump(qpn, mem, irq);
             }
+        }
+    }
+
+    /// Completes `done`, WQEs the responder answered, in order.
+    fn complete_flights(
+        &mut self,
+        qpn: u32,
+        done: Vec<Flight>,
+        mem: &dyn Dma,
+        irq: &dyn Interrupts,
+    ) {
+        for b in done {
+            // CAST: at most MAX_MSG.
+            let bytes = b.req.len as u32;
+            let (index, op, signaled) = (b.index, b.op, b.signaled);
+            self.complete_send(qpn, index, hw::WC_SUCCESS, op, bytes, signaled, mem, irq);
         }
     }
 

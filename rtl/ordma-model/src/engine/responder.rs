@@ -77,6 +77,11 @@ impl Nic {
             | packet::WRITE_MIDDLE
             | packet::WRITE_LAST
             | packet::WRITE_LAST_IMM => self.write_data(qpn, pkt, payload, inb, &gated, mem, irq),
+            // No responder resources for READs (`max_dest_rd_atomic` 0): refused. The
+            // responder answers a READ at once, in full, so it never holds more than one.
+            packet::READ_REQUEST if qp.attr.max_dest_rd_atomic == 0 => {
+                Answer::Nak(NakCode::InvalidRequest)
+            }
             packet::READ_REQUEST => {
                 let reth = pkt.reth.unwrap_or_default();
                 let len = u64::from(reth.dma_len);
