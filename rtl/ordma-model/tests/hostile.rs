@@ -776,13 +776,16 @@ fn random_wqe(rng: &mut Rng, size: usize, send: bool, keys: &[u32]) -> Vec<u8> {
     b
 }
 
-/// Seeded random WQEs, doorbells, timer ticks, reconnections and scribbled rings and page
-/// tables on two QPs connected in loopback: never a panic, never FATAL, nothing written
-/// outside guest memory (the mock refuses it), every doorbell returns, and the walk reaches
-/// successful completions of sends and receives as well as errors.
+/// Seeded random WQEs, doorbells, timer ticks, reconnections (any READ depths),
+/// RTS <-> SQD, an MR destroyed and registered again under WQEs in flight, and scribbled
+/// rings and page tables on two QPs connected in loopback: never a panic, never FATAL,
+/// nothing written outside guest memory (the mock refuses it), every doorbell returns, and
+/// the walk reaches successful completions of sends and receives as well as errors.
 #[test]
 fn random_wqes_on_connected_qps_never_break_the_engine() {
-    use common::rig::{Rig, PT, RINGS, RQ_LOG, RQ_WQE_LOG, SQ_LOG, SQ_WQE_LOG};
+    use common::rig::{
+        small_page, Rig, PT, RINGS, RQ_LOG, RQ_WQE_LOG, SMALL_PHYS, SMALL_VA, SQ_LOG, SQ_WQE_LOG,
+    };
     let n = iters() / 20;
     let mut statuses = [0u64; 256];
     for seed in 1..=4u64 {
@@ -792,10 +795,13 @@ fn random_wqes_on_connected_qps_never_break_the_engine() {
             a.rnr_retry = rnr;
             a.path_mtu = (seed % 5 + 1) as u8;
         });
-        let keys = [rig.big, rig.small, rig.ro];
+        let pages: Vec<u64> = (0..64).map(|i| SMALL_PHYS + small_page(i) * 4096).collect();
+        let all = hw::ACCESS_LOCAL_WRITE | hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_READ;
+        let mut victim = Some(rig.mr(SMALL_VA, 64 * 4096, 12, &pages, all));
+        let mut keys = [rig.big, rig.small, rig.ro, victim.unwrap_or(0)];
         for _ in 0..n {
             let which = if rng.below(2) == 0 { 'a' } else { 'b' };
-            match rng.below(16) {
+            match rng.below(19) {
                 0..=6 => {
                     let w = random_wqe(&mut rng, 1 << SQ_WQE_LOG, true, &keys);
                     let q = if which == 'a' { &mut rig.a } else { &mut rig.b };
@@ -840,6 +846,36 @@ fn random_wqes_on_connected_qps_never_break_the_engine() {
                         .dma_write(at, &rng.next().to_le_bytes())
                         .expect("inside the region");
                 }
+                14 | 15 => {
+                    // RTS -> SQD (notified or not) or back; refused from other states.
+                    let q = if which == 'a' { rig.a.qpn } else { rig.b.qpn };
+                    let sqd = rng.below(2) == 0;
+                    let a = hw::QpAttr {
+                        qp_state: if sqd { hw::QPS_SQD } else { hw::QPS_RTS },
+                        en_sqd_async_notify: rng.below(2) as u8,
+                        ..Default::default()
+                    };
+                    let notify = if sqd {
+                        hw::QP_ATTR_EN_SQD_ASYNC_NOTIFY
+                    } else {
+                        0
+                    };
+                    rig.modify(q, hw::QP_ATTR_STATE | notify, &a);
+                    rig.events();
+                }
+                16 => {
+                    // The MR under the WQEs goes, or comes back (another key).
+                    match victim.take() {
+                        Some(key) => {
+                            rig.ok(hw::CMD_DESTROY_MR, hw::KeyParams { key }.encode());
+                        }
+                        None => {
+                            let key = rig.mr(SMALL_VA, 64 * 4096, 12, &pages, all);
+                            victim = Some(key);
+                            keys[3] = key;
+                        }
+                    }
+                }
                 _ => {
                     // Reconnect both QPs from RESET (the only way back from ERR).
                     let (a, b) = (rig.a.qpn, rig.b.qpn);
@@ -853,8 +889,14 @@ fn random_wqes_on_connected_qps_never_break_the_engine() {
                     let psn = rng.below(1 << 24) as u32;
                     // Sometimes A is connected to itself.
                     let a_dest = if rng.below(4) == 0 { a } else { b };
-                    rig.connect(a, a_dest, psn, psn, |x| x.rnr_retry = rnr);
-                    rig.connect(b, a, psn, psn, |x| x.rnr_retry = rnr);
+                    let (rd, dest_rd) = (rng.below(17) as u8, rng.below(17) as u8);
+                    let set = |x: &mut hw::QpAttr| {
+                        x.rnr_retry = rnr;
+                        x.max_rd_atomic = rd;
+                        x.max_dest_rd_atomic = dest_rd;
+                    };
+                    rig.connect(a, a_dest, psn, psn, set);
+                    rig.connect(b, a, psn, psn, set);
                 }
             }
             for cq in ['s', 'r'] {
