@@ -329,14 +329,16 @@ impl Nic {
                 let off = i.saturating_mul(mtu);
                 if own && opcode == packet::WRITE_MIDDLE {
                     // To the NIC itself: the middle packets up to the window (or the last
-                    // packet) as one, asking for an ACK at its last PSN.
+                    // packet) as one, asking for an ACK at its last PSN unless the last
+                    // packet follows now (it asks for one).
                     let count = end.min(fl.npkts - 1).saturating_sub(i).max(1);
                     let body = fl.req.data.slice(off, count.saturating_mul(mtu));
                     let Some(body) = body else {
                         return Err(hw::WC_LOC_PROT_ERR);
                     };
+                    let ack_req = end < fl.npkts;
                     let pkt = Packet {
-                        bth: bth(opcode, i, true, false),
+                        bth: bth(opcode, i, ack_req, false),
                         ..Default::default()
                     };
                     self.emit_own(qpn, pkt, body, count);

@@ -314,7 +314,7 @@ impl Nic {
             pending_irqs: 0,
             counters: Counters::default(),
             wire: None,
-            wire_qps: remote::Remotes::new(),
+            wire_qps: remote::Remotes::default(),
             own: VecDeque::new(),
             draining: false,
         }

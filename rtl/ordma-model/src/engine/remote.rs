@@ -11,6 +11,7 @@
 //!   silence until the expected PSN comes).
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::time::{Duration, Instant};
 
 use ordma_hw as hw;
@@ -37,8 +38,28 @@ pub(super) struct Remote {
     nak_sent: bool,
 }
 
-/// Every QP's wire state, by QPN.
-pub(super) type Remotes = HashMap<u32, Remote>;
+/// Every QP's wire state, by QPN (hashed as it is: QPNs are small table indices).
+pub(super) type Remotes = HashMap<u32, Remote, BuildHasherDefault<QpnHasher>>;
+
+/// The hasher of [`Remotes`]: the QPN itself.
+#[derive(Default)]
+pub(super) struct QpnHasher(u64);
+
+impl Hasher for QpnHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n);
+    }
+}
 
 /// `a - b` in PSN space.
 pub(super) fn psn_sub(a: u32, b: u32) -> u32 {
