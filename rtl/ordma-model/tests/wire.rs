@@ -19,9 +19,11 @@ const SIGNALED: u8 = hw::WQE_FLAG_SIGNALED;
 
 const SIZES: [u32; 8] = [0, 1, 3, 4095, 4096, 4097, 65536 + 5, 2 << 20];
 
-/// SEND, WRITE, WRITE_IMM, READ of `size` bytes from NIC 1 to NIC 2, bytes checked.
+/// SEND, WRITE, WRITE_IMM, READ of `size` bytes from NIC 1 to NIC 2 (or, looped, from QP
+/// A to QP B of NIC 1), bytes checked.
 fn every_op(p: &mut Pair, n: u64, size: u32) {
-    let (a, b) = (p.r[0].a.qpn, p.r[1].b.qpn);
+    let rx = p.rx();
+    let (a, b) = (p.r[0].a.qpn, p.r[rx].b.qpn);
     let big = p.r[0].big;
     let data = bytes(n, size as usize);
     let src = BIG_VA + 0x1234;
@@ -29,9 +31,9 @@ fn every_op(p: &mut Pair, n: u64, size: u32) {
     let slack = vec![0xee; size as usize + 16];
     // SEND with immediate into a receive on B.
     p.r[0].fill(src, &data);
-    p.r[1].fill(dst, &slack);
-    let big1 = p.r[1].big;
-    let ri = p.r[1].recv('b', &split(dst, size + 16, 3, big1));
+    p.r[rx].fill(dst, &slack);
+    let big1 = p.r[rx].big;
+    let ri = p.r[rx].recv('b', &split(dst, size + 16, 3, big1));
     let mut w = wqe(hw::WR_SEND_IMM, SIGNALED, 2);
     w.imm = 0x5151_0000 + n as u32;
     let si = p.r[0].send('a', w, &split(src, size, 2, big), &[]);
@@ -42,7 +44,7 @@ fn every_op(p: &mut Pair, n: u64, size: u32) {
         (hw::WC_SUCCESS, hw::WC_SEND, si, a, size),
         "SEND size {size}"
     );
-    let c = p.r[1].cqe('r');
+    let c = p.r[rx].cqe('r');
     assert_eq!(
         (
             c.status,
@@ -56,26 +58,26 @@ fn every_op(p: &mut Pair, n: u64, size: u32) {
         (hw::WC_SUCCESS, hw::WC_RECV, ri, b, size, a, w.imm),
         "RECV size {size}"
     );
-    let got = p.r[1].read(dst, size as usize + 16);
+    let got = p.r[rx].read(dst, size as usize + 16);
     assert!(got[..size as usize] == data[..], "SEND size {size}: bytes");
     assert_eq!(got[size as usize..], [0xee; 16], "SEND size {size}: beyond");
     // WRITE with immediate (one receive), then a plain WRITE over it.
     let data2 = bytes(n + 1000, size as usize);
     p.r[0].fill(src, &data2);
-    let ri = p.r[1].recv('b', &[]);
+    let ri = p.r[rx].recv('b', &[]);
     let mut w = wqe(hw::WR_RDMA_WRITE_IMM, SIGNALED, 1);
     (w.remote_addr, w.rkey, w.imm) = (dst, big1, 77);
     p.r[0].send('a', w, &[sge(src, size, big)], &[]);
     p.settle(50);
     let c = p.r[0].cqe('s');
     assert_eq!((c.status, c.opcode), (hw::WC_SUCCESS, hw::WC_RDMA_WRITE));
-    let c = p.r[1].cqe('r');
+    let c = p.r[rx].cqe('r');
     assert_eq!(
         (c.status, c.opcode, c.wqe_index, c.byte_len, c.imm),
         (hw::WC_SUCCESS, hw::WC_RECV_RDMA_IMM, ri, size, 77),
         "WRITE_IMM size {size}"
     );
-    assert!(p.r[1].read(dst, size as usize) == data2, "WRITE_IMM bytes");
+    assert!(p.r[rx].read(dst, size as usize) == data2, "WRITE_IMM bytes");
     let data3 = bytes(n + 2000, size as usize);
     p.r[0].fill(src + 1, &data3);
     let mut w = wqe(hw::WR_RDMA_WRITE, SIGNALED, 1);
@@ -87,7 +89,7 @@ fn every_op(p: &mut Pair, n: u64, size: u32) {
         (c.status, c.opcode, c.byte_len),
         (hw::WC_SUCCESS, hw::WC_RDMA_WRITE, size)
     );
-    assert!(p.r[1].read(dst, size as usize) == data3, "WRITE bytes");
+    assert!(p.r[rx].read(dst, size as usize) == data3, "WRITE bytes");
     // READ it back into NIC 1.
     let back = BIG_VA + (12 << 20) + 0x99;
     p.r[0].fill(back, &slack);
@@ -104,8 +106,8 @@ fn every_op(p: &mut Pair, n: u64, size: u32) {
     let got = p.r[0].read(back, size as usize + 16);
     assert!(got[..size as usize] == data3[..], "READ size {size}: bytes");
     assert_eq!(got[size as usize..], [0xee; 16], "READ size {size}: beyond");
-    assert!(p.r[0].poll('s').is_none() && p.r[1].poll('r').is_none());
-    assert!(p.r[1].poll('s').is_none() && p.r[0].poll('r').is_none());
+    assert!(p.r[0].poll('s').is_none() && p.r[rx].poll('r').is_none());
+    assert!(p.r[rx].poll('s').is_none() && p.r[0].poll('r').is_none());
 }
 
 #[test]
@@ -597,4 +599,45 @@ fn two_devices_on_the_socket_wire_in_threads() {
     assert_eq!((c.status, c.byte_len), (hw::WC_SUCCESS, size as u32));
     assert!(r[0].read(BIG_VA + (8 << 20), size) == data, "READ bytes");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Loopback is the same engine: its packets, sent over the test's wire, are lost,
+/// duplicated and reordered, and recover as between NICs (retransmission, duplicates
+/// executed once, PSN sequence NAKs, READ re-requests).
+#[test]
+fn loopback_is_the_same_wire_lost_duplicated_reordered() {
+    let mut p = Pair::looped(|_| {});
+    for (n, &size) in SIZES.iter().enumerate() {
+        every_op(&mut p, n as u64, size);
+    }
+    assert_eq!(p.ticks, 0, "nothing was lost: no timer fired");
+    let naks = Arc::new(Mutex::new(0));
+    for kind in 0..3 {
+        let mut p = Pair::looped(|_| {});
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let n2 = Arc::clone(&naks);
+        p.fault = Box::new(move |n, f| {
+            if let Some(a) = f.packet.aeth {
+                if a.syndrome == packet::Syndrome::Nak(packet::NakCode::PsnSeq) {
+                    *n2.lock().unwrap() += 1;
+                }
+            }
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            match kind {
+                0 if x % 7 == 0 => Act::Drop,
+                1 => Act::Dup,
+                2 if n % 5 == 0 => Act::Hold,
+                _ => Act::Pass,
+            }
+        });
+        for (n, &size) in [1u32, 4097, 300_000].iter().enumerate() {
+            every_op(&mut p, n as u64, size);
+        }
+        if kind == 0 {
+            assert!(p.ticks > 0, "the transport timer resent");
+        }
+    }
+    assert!(*naks.lock().unwrap() > 0, "PSN sequence NAKs were sent");
 }

@@ -320,7 +320,7 @@ impl Nic {
         } else {
             let gated = self.gate(mem);
             let end = fl.npkts.min(limit);
-            let own = dlid == self.config.lid;
+            let own = self.to_own(dlid);
             let mut buf = Vec::new();
             let mut i = fl.next;
             while i < end {

@@ -192,6 +192,9 @@ pub struct Nic {
     own: VecDeque<own::Own>,
     /// Whether [`Nic::drain_own`] runs (a nested call returns at once).
     draining: bool,
+    /// For tests: packets to the NIC itself go as frames over the wire
+    /// ([`Nic::set_loopback_on_wire`]).
+    loop_wire: bool,
 }
 
 /// A snapshot of the NIC's state for the control channel's `status`.
@@ -317,6 +320,7 @@ impl Nic {
             wire_qps: remote::Remotes::default(),
             own: VecDeque::new(),
             draining: false,
+            loop_wire: false,
         }
     }
 
@@ -333,6 +337,14 @@ impl Nic {
     /// [`Nic::receive_frame`] takes what comes back.
     pub fn set_wire(&mut self, wire: Option<Box<dyn wire::Wire>>) {
         self.wire = wire;
+    }
+
+    /// For tests: with `on`, packets to the NIC itself (loopback) go as frames through the
+    /// wire of [`Nic::set_wire`] (to this NIC's LID) instead of the NIC's own queue, so a
+    /// test's wire can drop, duplicate and reorder them; they come back through
+    /// [`Nic::receive_frame`] as any frame. Not a mode of the model binary.
+    pub fn set_loopback_on_wire(&mut self, on: bool) {
+        self.loop_wire = on;
     }
 
     /// PDs allocated now, for logs and tests.
@@ -373,6 +385,7 @@ impl Nic {
         fresh.counters = self.counters;
         fresh.mr_gen = self.mr_gen;
         fresh.wire = self.wire.take();
+        fresh.loop_wire = self.loop_wire;
         *self = fresh;
         if self.config.fault == Some(Fault::ResetStuck) {
             warn!("injected fault: the reset never completes");

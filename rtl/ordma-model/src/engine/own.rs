@@ -49,6 +49,12 @@ impl Nic {
         });
     }
 
+    /// Whether a packet to LID `dlid` goes into the NIC's own queue: `dlid` is the port's,
+    /// and no test asked for loopback over the wire.
+    pub(super) fn to_own(&self, dlid: u16) -> bool {
+        dlid == self.config.lid && !self.loop_wire
+    }
+
     /// Whether packets to the NIC itself wait.
     pub(super) fn own_pending(&self) -> bool {
         !self.own.is_empty()

@@ -89,7 +89,7 @@ impl Nic {
     /// port's LID ([`super::own`]); else lost if there is no wire or the port's link is
     /// down.
     pub(super) fn emit(&mut self, dlid: u16, sqpn: u32, pkt: &Packet, payload: &[u8]) {
-        if dlid == self.config.lid {
+        if self.to_own(dlid) {
             return self.emit_own(sqpn, *pkt, Data::Inline(payload.to_vec()), 1);
         }
         if !self.config.link_up {
@@ -268,7 +268,7 @@ impl Nic {
         };
         let mtu = mtu_bytes(qp.attr.path_mtu);
         let n = read_packets(len, qp.attr.path_mtu);
-        if dlid == self.config.lid {
+        if self.to_own(dlid) {
             // To the NIC itself: every response at once, their payload the responder's
             // memory (`n` PSNs from `psn`).
             let pkt = Packet {

@@ -79,6 +79,39 @@ impl Pair {
         }
     }
 
+    /// Loopback over the same in-memory wire: one NIC (LID 1), its QP A connected to its
+    /// QP B, its packets to itself sent as frames ([`Nic::set_loopback_on_wire`]) so the
+    /// wire can drop, duplicate and reorder them. `r[0]` is both ends.
+    ///
+    /// [`Nic::set_loopback_on_wire`]: ordma_model::engine::Nic::set_loopback_on_wire
+    pub fn looped(f: impl Fn(&mut hw::QpAttr)) -> Self {
+        let q = Queue::default();
+        let mut r = vec![Rig::bare(1)];
+        r[0].nic.set_wire(Some(Box::new(TestWire(Arc::clone(&q)))));
+        r[0].nic.set_loopback_on_wire(true);
+        let (a, b) = (r[0].a.qpn, r[0].b.qpn);
+        for (x, y, sq, rq) in [(a, b, 100, 500), (b, a, 500, 100)] {
+            r[0].connect(x, y, sq, rq, |at| {
+                at.ah.dlid = 1;
+                at.timeout = 10;
+                f(at);
+            });
+        }
+        Self {
+            r,
+            q,
+            frames: 0,
+            held: None,
+            fault: Box::new(|_, _| Act::Pass),
+            ticks: 0,
+        }
+    }
+
+    /// The receiving NIC's index: 1, or 0 in loopback.
+    pub fn rx(&self) -> usize {
+        self.r.len().min(2) - 1
+    }
+
     pub fn deliver(&mut self, dlid: u16, frame: &[u8]) {
         let Some(r) = self.r.get_mut(usize::from(dlid).wrapping_sub(1)) else {
             return;
