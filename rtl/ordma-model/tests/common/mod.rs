@@ -7,6 +7,7 @@ use ordma_model::engine::Interrupts;
 
 pub mod pair;
 pub mod rig;
+pub mod rng;
 
 /// Records every MSI-X vector raised.
 #[derive(Default)]
