@@ -5,143 +5,25 @@
 
 mod common;
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::pair::*;
 use common::rig::*;
 use ordma_hw as hw;
 use ordma_model::engine::counters::Anomaly;
 use ordma_model::engine::packet;
-use ordma_model::engine::wire::{self, Frame, Wire};
-use ordma_model::engine::NicConfig;
+use ordma_model::engine::wire;
 
 const SIGNALED: u8 = hw::WQE_FLAG_SIGNALED;
 
-type Queue = Arc<Mutex<VecDeque<(u16, Vec<u8>)>>>;
-
-struct TestWire(Queue);
-
-impl Wire for TestWire {
-    fn send(&self, dlid: u16, frame: &[u8]) {
-        self.0.lock().unwrap().push_back((dlid, frame.to_vec()));
-    }
-}
-
-/// What the wire does with a frame.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Act {
-    Pass,
-    Drop,
-    Dup,
-    /// Held back and delivered after the next frame.
-    Hold,
-}
-
-type Fault = Box<dyn FnMut(u64, &Frame) -> Act>;
-
-struct Pair {
-    /// The NICs; NIC i has LID i + 1.
-    r: Vec<Rig>,
-    q: Queue,
-    frames: u64,
-    held: Option<(u16, Vec<u8>)>,
-    fault: Fault,
-    ticks: u32,
-}
-
-impl Pair {
-    /// NIC 1's QP A connected to NIC 2's QP B; `f` adjusts both QPs' attributes.
-    fn new(f: impl Fn(&mut hw::QpAttr)) -> Self {
-        Self::new_with(f, |_| {})
-    }
-
-    /// [`Pair::new`] with both NICs' configuration adjusted by `cfg`.
-    fn new_with(f: impl Fn(&mut hw::QpAttr), cfg: impl Fn(&mut NicConfig)) -> Self {
-        let q = Queue::default();
-        let mut r = vec![Rig::bare_with(1, &cfg), Rig::bare_with(2, &cfg)];
-        for x in &mut r {
-            x.nic.set_wire(Some(Box::new(TestWire(Arc::clone(&q)))));
-        }
-        let (a, b) = (r[0].a.qpn, r[1].b.qpn);
-        r[0].connect(a, b, 100, 500, |at| {
-            at.ah.dlid = 2;
-            at.timeout = 10;
-            f(at);
-        });
-        r[1].connect(b, a, 500, 100, |at| {
-            at.ah.dlid = 1;
-            at.timeout = 10;
-            f(at);
-        });
-        Self {
-            r,
-            q,
-            frames: 0,
-            held: None,
-            fault: Box::new(|_, _| Act::Pass),
-            ticks: 0,
-        }
-    }
-
-    fn deliver(&mut self, dlid: u16, frame: &[u8]) {
-        let Some(r) = self.r.get_mut(usize::from(dlid).wrapping_sub(1)) else {
-            return;
-        };
-        r.nic.receive_frame(frame, &r.mem, &r.irq);
-    }
-
-    /// Runs the wire until it is quiet; while a NIC waits for a timer, fires it (as if
-    /// 10 s had passed), at most `max_ticks` times.
-    fn settle(&mut self, max_ticks: u32) {
-        let mut ticks = 0;
-        for _ in 0..10_000_000 {
-            let next = self.q.lock().unwrap().pop_front();
-            if let Some((dlid, f)) = next {
-                self.frames += 1;
-                let decoded = wire::decode(&f).expect("the NICs send good frames");
-                match (self.fault)(self.frames, &decoded) {
-                    Act::Pass => self.deliver(dlid, &f),
-                    Act::Drop => {}
-                    Act::Dup => {
-                        self.deliver(dlid, &f);
-                        self.deliver(dlid, &f);
-                    }
-                    Act::Hold => {
-                        if let Some((d, h)) = self.held.replace((dlid, f)) {
-                            self.deliver(d, &h);
-                        }
-                        continue;
-                    }
-                }
-                if let Some((d, h)) = self.held.take() {
-                    self.deliver(d, &h);
-                }
-                continue;
-            }
-            if let Some((d, h)) = self.held.take() {
-                self.deliver(d, &h);
-                continue;
-            }
-            if ticks == max_ticks || !self.r.iter().any(|r| r.nic.timers_pending()) {
-                return;
-            }
-            ticks += 1;
-            self.ticks += 1;
-            let later = Instant::now() + Duration::from_secs(10);
-            for r in &mut self.r {
-                r.nic.tick(later, &r.mem, &r.irq);
-            }
-        }
-        panic!("the wire never went quiet");
-    }
-}
-
 const SIZES: [u32; 8] = [0, 1, 3, 4095, 4096, 4097, 65536 + 5, 2 << 20];
 
-/// SEND, WRITE, WRITE_IMM, READ of `size` bytes from NIC 1 to NIC 2, bytes checked.
+/// SEND, WRITE, WRITE_IMM, READ of `size` bytes from NIC 1 to NIC 2 (or, looped, from QP
+/// A to QP B of NIC 1), bytes checked.
 fn every_op(p: &mut Pair, n: u64, size: u32) {
-    let (a, b) = (p.r[0].a.qpn, p.r[1].b.qpn);
+    let rx = p.rx();
+    let (a, b) = (p.r[0].a.qpn, p.r[rx].b.qpn);
     let big = p.r[0].big;
     let data = bytes(n, size as usize);
     let src = BIG_VA + 0x1234;
@@ -149,9 +31,9 @@ fn every_op(p: &mut Pair, n: u64, size: u32) {
     let slack = vec![0xee; size as usize + 16];
     // SEND with immediate into a receive on B.
     p.r[0].fill(src, &data);
-    p.r[1].fill(dst, &slack);
-    let big1 = p.r[1].big;
-    let ri = p.r[1].recv('b', &split(dst, size + 16, 3, big1));
+    p.r[rx].fill(dst, &slack);
+    let big1 = p.r[rx].big;
+    let ri = p.r[rx].recv('b', &split(dst, size + 16, 3, big1));
     let mut w = wqe(hw::WR_SEND_IMM, SIGNALED, 2);
     w.imm = 0x5151_0000 + n as u32;
     let si = p.r[0].send('a', w, &split(src, size, 2, big), &[]);
@@ -162,7 +44,7 @@ fn every_op(p: &mut Pair, n: u64, size: u32) {
         (hw::WC_SUCCESS, hw::WC_SEND, si, a, size),
         "SEND size {size}"
     );
-    let c = p.r[1].cqe('r');
+    let c = p.r[rx].cqe('r');
     assert_eq!(
         (
             c.status,
@@ -176,26 +58,26 @@ fn every_op(p: &mut Pair, n: u64, size: u32) {
         (hw::WC_SUCCESS, hw::WC_RECV, ri, b, size, a, w.imm),
         "RECV size {size}"
     );
-    let got = p.r[1].read(dst, size as usize + 16);
+    let got = p.r[rx].read(dst, size as usize + 16);
     assert!(got[..size as usize] == data[..], "SEND size {size}: bytes");
     assert_eq!(got[size as usize..], [0xee; 16], "SEND size {size}: beyond");
     // WRITE with immediate (one receive), then a plain WRITE over it.
     let data2 = bytes(n + 1000, size as usize);
     p.r[0].fill(src, &data2);
-    let ri = p.r[1].recv('b', &[]);
+    let ri = p.r[rx].recv('b', &[]);
     let mut w = wqe(hw::WR_RDMA_WRITE_IMM, SIGNALED, 1);
     (w.remote_addr, w.rkey, w.imm) = (dst, big1, 77);
     p.r[0].send('a', w, &[sge(src, size, big)], &[]);
     p.settle(50);
     let c = p.r[0].cqe('s');
     assert_eq!((c.status, c.opcode), (hw::WC_SUCCESS, hw::WC_RDMA_WRITE));
-    let c = p.r[1].cqe('r');
+    let c = p.r[rx].cqe('r');
     assert_eq!(
         (c.status, c.opcode, c.wqe_index, c.byte_len, c.imm),
         (hw::WC_SUCCESS, hw::WC_RECV_RDMA_IMM, ri, size, 77),
         "WRITE_IMM size {size}"
     );
-    assert!(p.r[1].read(dst, size as usize) == data2, "WRITE_IMM bytes");
+    assert!(p.r[rx].read(dst, size as usize) == data2, "WRITE_IMM bytes");
     let data3 = bytes(n + 2000, size as usize);
     p.r[0].fill(src + 1, &data3);
     let mut w = wqe(hw::WR_RDMA_WRITE, SIGNALED, 1);
@@ -207,7 +89,7 @@ fn every_op(p: &mut Pair, n: u64, size: u32) {
         (c.status, c.opcode, c.byte_len),
         (hw::WC_SUCCESS, hw::WC_RDMA_WRITE, size)
     );
-    assert!(p.r[1].read(dst, size as usize) == data3, "WRITE bytes");
+    assert!(p.r[rx].read(dst, size as usize) == data3, "WRITE bytes");
     // READ it back into NIC 1.
     let back = BIG_VA + (12 << 20) + 0x99;
     p.r[0].fill(back, &slack);
@@ -224,8 +106,8 @@ fn every_op(p: &mut Pair, n: u64, size: u32) {
     let got = p.r[0].read(back, size as usize + 16);
     assert!(got[..size as usize] == data3[..], "READ size {size}: bytes");
     assert_eq!(got[size as usize..], [0xee; 16], "READ size {size}: beyond");
-    assert!(p.r[0].poll('s').is_none() && p.r[1].poll('r').is_none());
-    assert!(p.r[1].poll('s').is_none() && p.r[0].poll('r').is_none());
+    assert!(p.r[0].poll('s').is_none() && p.r[rx].poll('r').is_none());
+    assert!(p.r[rx].poll('s').is_none() && p.r[0].poll('r').is_none());
 }
 
 #[test]
@@ -717,4 +599,45 @@ fn two_devices_on_the_socket_wire_in_threads() {
     assert_eq!((c.status, c.byte_len), (hw::WC_SUCCESS, size as u32));
     assert!(r[0].read(BIG_VA + (8 << 20), size) == data, "READ bytes");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Loopback is the same engine: its packets, sent over the test's wire, are lost,
+/// duplicated and reordered, and recover as between NICs (retransmission, duplicates
+/// executed once, PSN sequence NAKs, READ re-requests).
+#[test]
+fn loopback_is_the_same_wire_lost_duplicated_reordered() {
+    let mut p = Pair::looped(|_| {});
+    for (n, &size) in SIZES.iter().enumerate() {
+        every_op(&mut p, n as u64, size);
+    }
+    assert_eq!(p.ticks, 0, "nothing was lost: no timer fired");
+    let naks = Arc::new(Mutex::new(0));
+    for kind in 0..3 {
+        let mut p = Pair::looped(|_| {});
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let n2 = Arc::clone(&naks);
+        p.fault = Box::new(move |n, f| {
+            if let Some(a) = f.packet.aeth {
+                if a.syndrome == packet::Syndrome::Nak(packet::NakCode::PsnSeq) {
+                    *n2.lock().unwrap() += 1;
+                }
+            }
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            match kind {
+                0 if x % 7 == 0 => Act::Drop,
+                1 => Act::Dup,
+                2 if n % 5 == 0 => Act::Hold,
+                _ => Act::Pass,
+            }
+        });
+        for (n, &size) in [1u32, 4097, 300_000].iter().enumerate() {
+            every_op(&mut p, n as u64, size);
+        }
+        if kind == 0 {
+            assert!(p.ticks > 0, "the transport timer resent");
+        }
+    }
+    assert!(*naks.lock().unwrap() > 0, "PSN sequence NAKs were sent");
 }

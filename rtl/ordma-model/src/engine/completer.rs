@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 use ordma_hw as hw;
 use tracing::debug;
 
-use super::packet::{self, NakCode};
+use super::data::Data;
+use super::packet::NakCode;
 use super::qp::qp_index;
-use super::requester::{mtu_bytes, Data, Pos, Step};
+use super::requester::mtu_bytes;
 use super::{Interrupts, Nic};
 use crate::mem::Dma;
 
@@ -28,8 +29,6 @@ pub(super) enum Answer {
     Nak(NakCode),
     /// READ: the responder's data, to come back in read responses.
     Read(Data),
-    /// The requester itself failed (a status), e.g. writing read responses.
-    Local(u8),
 }
 
 /// IB's RNR timer encoding (`min_rnr_timer`), in microseconds.
@@ -53,75 +52,6 @@ pub fn rnr_delay(code: u8) -> Duration {
 pub(super) const RETRY_FOREVER: u8 = 7;
 
 impl Nic {
-    /// The requester's view of `answer` to packet `at` of `npkts` of QP `qpn`'s head WQE
-    /// (`len` bytes): advances `sq_psn` on success, arms an RNR retry, or fails.
-    pub(super) fn answered(
-        &mut self,
-        qpn: u32,
-        answer: Answer,
-        len: u32,
-        npkts: u64,
-        at: u64,
-    ) -> Step {
-        let Some(qp) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) else {
-            return Step::Failed(hw::WC_WR_FLUSH_ERR, 0);
-        };
-        let fail = |s| Step::Failed(s, 0);
-        match answer {
-            Answer::Ack | Answer::Read(_) => {
-                // CAST: PSN arithmetic is mod 2^24.
-                qp.attr.sq_psn = packet::psn_add(qp.attr.sq_psn, npkts as u32);
-                Step::Done(len)
-            }
-            Answer::Rnr(code) => {
-                let left = qp.dp.rnr_left.unwrap_or(qp.attr.rnr_retry);
-                if left == 0 {
-                    return fail(hw::WC_RNR_RETRY_EXC_ERR);
-                }
-                if left != RETRY_FOREVER {
-                    qp.dp.rnr_left = Some(left - 1);
-                } else {
-                    qp.dp.rnr_left = Some(left);
-                }
-                qp.dp.resume = at;
-                let now = Instant::now();
-                qp.dp.rnr_wait = Some(now.checked_add(rnr_delay(code)).unwrap_or(now));
-                debug!(qpn, code, left, "RNR NAK: retry later");
-                Step::Wait
-            }
-            // A PSN sequence error cannot heal in loopback (the retries meet the same PSNs):
-            // the retries are exhausted at once, as are a dropped request's.
-            Answer::Drop | Answer::Nak(NakCode::PsnSeq) => fail(hw::WC_RETRY_EXC_ERR),
-            Answer::Nak(NakCode::InvalidRequest) => fail(hw::WC_REM_INV_REQ_ERR),
-            Answer::Nak(NakCode::RemoteAccess) => fail(hw::WC_REM_ACCESS_ERR),
-            Answer::Nak(NakCode::RemoteOp) => fail(hw::WC_REM_OP_ERR),
-            Answer::Local(s) => fail(s),
-        }
-    }
-
-    /// The read responses of a READ of `len` bytes into `dst` (loopback): the responder's
-    /// bytes copied into the requester's memory, the responses' bytes together.
-    pub(super) fn read_responses(
-        &mut self,
-        answer: Answer,
-        dst: &Data,
-        len: u64,
-        mem: &dyn Dma,
-    ) -> Answer {
-        let Answer::Read(src) = answer else {
-            return answer;
-        };
-        let gated = self.gate(mem);
-        let (mut sp, mut dp) = (Pos::default(), Pos::default());
-        // The read responses of one message arrive in one call (loopback): their bytes
-        // move together, one copy per stretch contiguous on both sides.
-        let ok = usize::try_from(len).is_ok_and(|n| src.copy_to(&gated, &mut sp, dst, &mut dp, n));
-        if !ok {
-            return Answer::Local(hw::WC_LOC_PROT_ERR);
-        }
-        Answer::Read(src)
-    }
-
     /// Completes send WQE `index` of QP `qpn`: a CQE if `signaled` or an error; an error
     /// moves the QP to `ERR`.
     #[allow(clippy::too_many_arguments, reason = "a CQE's fields")]
@@ -147,7 +77,6 @@ impl Nic {
         qp.sq.ci = index.wrapping_add(1);
         qp.dp.rnr_left = None;
         qp.dp.rnr_wait = None;
-        qp.dp.resume = 0;
         let cqn = qp.send_cqn;
         if signaled || status != hw::WC_SUCCESS {
             let cqe = hw::Cqe {
@@ -217,7 +146,6 @@ impl Nic {
             }
             q.dp.rnr_wait = None;
             q.dp.rnr_left = None;
-            q.dp.resume = 0;
         }
         self.remote_forget(qpn);
     }
@@ -242,34 +170,34 @@ impl Nic {
     fn retry_now(&mut self, qpn: u32, mem: &dyn Dma, irq: &dyn Interrupts) {
         if let Some(q) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) {
             q.dp.rnr_wait = None;
-            q.dp.backlog = false;
         }
         self.run_sq(qpn, mem, irq);
     }
 
-    /// Whether some QP waits for a timer (an RNR retry, a transport timer): the device calls [`Nic::tick`]
-    /// while this holds.
+    /// Whether some QP waits for a timer (an RNR retry, a transport timer) or packets to
+    /// the NIC itself wait beyond one call's budget: the device calls [`Nic::tick`] while
+    /// this holds.
     pub fn timers_pending(&self) -> bool {
-        self.qps
-            .iter()
-            .any(|(_, q)| q.dp.rnr_wait.is_some() || q.dp.backlog)
+        self.qps.iter().any(|(_, q)| q.dp.rnr_wait.is_some())
             || self.remote_timers()
+            || self.own_pending()
     }
 
-    /// The NIC's timers at time `now`: every QP whose RNR delay has passed sends again, and
-    /// so does every QP with a backlog (more WQEs than one doorbell's budget); over the
-    /// wire, every QP whose transport timer ran out sends again or gives up.
+    /// The NIC's timers at time `now`: every QP whose RNR delay has passed sends again;
+    /// every QP whose transport timer ran out sends again or gives up; the packets to the
+    /// NIC itself left over by the last call are taken (another budget's worth).
     pub fn tick(&mut self, now: Instant, mem: &dyn Dma, irq: &dyn Interrupts) {
         let due: Vec<u32> = self
             .qps
             .iter()
-            .filter(|(_, q)| q.dp.rnr_wait.is_some_and(|t| t <= now) || q.dp.backlog)
+            .filter(|(_, q)| q.dp.rnr_wait.is_some_and(|t| t <= now))
             .map(|(i, _)| i + hw::QPN_FIRST)
             .collect();
         for qpn in due {
             self.retry_now(qpn, mem, irq);
         }
         self.remote_tick(now, mem, irq);
+        self.drain_own(mem, irq);
     }
 
     /// After admin commands: QPs a `MODIFY_QP` moved to `ERR` flush, QPs back in `RTS`

@@ -27,11 +27,11 @@ use ordma_hw as hw;
 use tracing::debug;
 
 use super::completer::{read_packets, rnr_delay, RETRY_FOREVER};
+use super::data::{Data, Pos};
 use super::packet::{self, Bth, NakCode, Packet, Reth, Syndrome};
 use super::qp::{qp_index, Qp};
 use super::remote::psn_sub;
-use super::requester::{mtu_bytes, opcode_of, Request};
-use super::wire::Frame;
+use super::requester::{mtu_bytes, opcode_of, wqe_bytes, Request};
 use super::{Interrupts, Nic};
 use crate::mem::Dma;
 
@@ -41,6 +41,12 @@ pub const WINDOW: u64 = 256;
 pub const ACK_EVERY: u64 = 8;
 /// WQEs of one QP on the wire at once at most.
 pub const MAX_FLIGHTS: usize = 32;
+
+/// READs QP `qp` may have in flight at once: its `max_rd_atomic` (the initiator depth, at
+/// most `QP_MAX_RD_ATOMIC`, the `max_qp_rd_atom` the NIC advertises), 0 taken as 1.
+pub(super) fn rd_depth(qp: &Qp) -> usize {
+    usize::from(qp.attr.max_rd_atomic.clamp(1, hw::QP_MAX_RD_ATOMIC))
+}
 
 /// A WQE on the wire.
 struct Flight {
@@ -135,7 +141,8 @@ impl Nic {
             let Some(qp) = self.qp(qpn).copied() else {
                 return;
             };
-            if qp.state != hw::QPS_RTS || qp.dp.rnr_wait.is_some() {
+            let sending = matches!(qp.state, hw::QPS_RTS | hw::QPS_SQD);
+            if !sending || qp.dp.rnr_wait.is_some() {
                 return;
             }
             let mut fs = self.take_flights(qpn);
@@ -169,14 +176,15 @@ impl Nic {
                 // CAST: at most MAX_FLIGHTS.
                 let index = qp.sq.ci.wrapping_add(i as u16);
                 if fs.refused.is_some()
+                    || qp.state != hw::QPS_RTS
                     || i >= MAX_FLIGHTS
                     || index == qp.sq.pi
                     || before >= end
-                    || fs.q.back().is_some_and(Flight::read)
                 {
                     return;
                 }
-                match self.start(qpn, &qp, index, i == 0, mem) {
+                let reads = fs.q.iter().filter(|f| f.read()).count();
+                match self.start(qpn, &qp, index, reads, mem) {
                     Ok(Some(f)) => fs.q.push_back(f),
                     Ok(None) => return,
                     Err(refused) => {
@@ -204,22 +212,32 @@ impl Nic {
     }
 
     /// Takes WQE `index` of QP `qpn` on the wire: checked, its PSNs taken from `sq_psn`.
-    /// `None` for a READ that is not `alone` (it waits for the WQEs before it).
+    /// `None` while it must wait, `reads` READs being in flight before it: a READ beyond
+    /// the QP's initiator depth ([`rd_depth`]), a WQE with `FENCE` behind any READ.
     fn start(
         &mut self,
         qpn: u32,
         qp: &Qp,
         index: u16,
-        alone: bool,
+        reads: usize,
         mem: &dyn Dma,
     ) -> Result<Option<Flight>, (u16, u8, u8)> {
+        if reads > 0 {
+            // A look at the WQE before it is checked and translated, which waiting would
+            // repeat at every answer.
+            let gated = self.gate(mem);
+            let head = wqe_bytes(&gated, &qp.sq, index).and_then(|raw| hw::SendWqe::decode(&raw));
+            if let Some(w) = head {
+                let read = w.opcode == hw::WR_RDMA_READ;
+                if (read && reads >= rd_depth(qp)) || w.flags & hw::WQE_FLAG_FENCE != 0 {
+                    return Ok(None);
+                }
+            }
+        }
         let (req, op) = self
             .fetch_wqe(qpn, qp, index, mem)
             .map_err(|(status, _, op)| (index, status, op))?;
         let read = req.wqe.opcode == hw::WR_RDMA_READ;
-        if read && !alone {
-            return Ok(None);
-        }
         let npkts = if read {
             read_packets(req.len, qp.attr.path_mtu)
         } else {
@@ -275,6 +293,11 @@ impl Nic {
             rkey: fl.req.wqe.rkey,
             dma_len: len32,
         };
+        if !self.owns(&fl.req.data) {
+            // An MR of the WQE's local data was destroyed since it started: nothing more
+            // is read from (or, READ, asked for into) memory the NIC no longer owns.
+            return Err(hw::WC_LOC_PROT_ERR);
+        }
         let mut sent = false;
         if fl.read() {
             if fl.next == 0 {
@@ -297,10 +320,32 @@ impl Nic {
         } else {
             let gated = self.gate(mem);
             let end = fl.npkts.min(limit);
+            let own = self.to_own(dlid);
             let mut buf = Vec::new();
-            for i in fl.next..end {
+            let mut i = fl.next;
+            while i < end {
                 let last = i + 1 == fl.npkts;
                 let opcode = opcode_of(fl.req.wqe.opcode, i, fl.npkts);
+                let off = i.saturating_mul(mtu);
+                if own && opcode == packet::WRITE_MIDDLE {
+                    // To the NIC itself: the middle packets up to the window (or the last
+                    // packet) as one, asking for an ACK at its last PSN unless the last
+                    // packet follows now (it asks for one).
+                    let count = end.min(fl.npkts - 1).saturating_sub(i).max(1);
+                    let body = fl.req.data.slice(off, count.saturating_mul(mtu));
+                    let Some(body) = body else {
+                        return Err(hw::WC_LOC_PROT_ERR);
+                    };
+                    let ack_req = end < fl.npkts;
+                    let pkt = Packet {
+                        bth: bth(opcode, i, ack_req, false),
+                        ..Default::default()
+                    };
+                    self.emit_own(qpn, pkt, body, count);
+                    i += count;
+                    sent = true;
+                    continue;
+                }
                 let (has_reth, _, imm) = packet::headers(opcode).unwrap_or_default();
                 let pkt = Packet {
                     bth: bth(opcode, i, last || (i + 1) % ACK_EVERY == 0, last),
@@ -308,15 +353,23 @@ impl Nic {
                     aeth: None,
                     imm: imm.then_some(fl.req.wqe.imm.to_le_bytes()),
                 };
-                let off = i.saturating_mul(mtu);
-                let n = usize::try_from(mtu.min(fl.req.len.saturating_sub(off))).unwrap_or(0);
-                buf.resize(n, 0);
-                let mut pos = fl.req.data.seek(off);
-                if !fl.req.data.read(&gated, &mut pos, &mut buf) {
-                    return Err(hw::WC_LOC_PROT_ERR);
+                let n = mtu.min(fl.req.len.saturating_sub(off));
+                if own {
+                    // The payload stays in the sender's memory until the responder copies it.
+                    let Some(body) = fl.req.data.slice(off, n) else {
+                        return Err(hw::WC_LOC_PROT_ERR);
+                    };
+                    self.emit_own(qpn, pkt, body, 1);
+                } else {
+                    buf.resize(usize::try_from(n).unwrap_or(0), 0);
+                    let mut pos = fl.req.data.seek(off);
+                    if !fl.req.data.read(&gated, &mut pos, &mut buf) {
+                        return Err(hw::WC_LOC_PROT_ERR);
+                    }
+                    self.emit(dlid, qpn, &pkt, &buf);
                 }
-                self.emit(dlid, qpn, &pkt, &buf);
                 sent = true;
+                i += 1;
             }
             fl.next = fl.next.max(end);
         }
@@ -326,14 +379,22 @@ impl Nic {
         Ok(())
     }
 
-    /// The completer's side of an ACK, NAK or read response frame.
-    pub(super) fn on_answer(&mut self, f: &Frame, mem: &dyn Dma, irq: &dyn Interrupts) {
-        let pkt = &f.packet;
+    /// The completer's side of an ACK, NAK or read response from LID `slid`, its payload
+    /// `body` (`count` responses of one READ together, from the NIC itself).
+    pub(super) fn on_answer(
+        &mut self,
+        slid: u16,
+        pkt: &Packet,
+        body: &Data,
+        count: u64,
+        mem: &dyn Dma,
+        irq: &dyn Interrupts,
+    ) {
         let qpn = pkt.bth.dest_qp;
         let Some(qp) = self.qp(qpn).copied() else {
             return;
         };
-        if qp.state != hw::QPS_RTS || qp.attr.ah.dlid != f.slid {
+        if !matches!(qp.state, hw::QPS_RTS | hw::QPS_SQD) || qp.attr.ah.dlid != slid {
             return;
         }
         let mut fs = self.take_flights(qpn);
@@ -344,10 +405,46 @@ impl Nic {
         });
         let syndrome = pkt.aeth.map(|a| a.syndrome);
         let ack = pkt.bth.opcode == packet::ACKNOWLEDGE && syndrome.is_some();
-        let Some((k, diff)) = hit.filter(|&(k, _)| k == 0 || ack) else {
+        // An answer is an ACK or NAK, or a read response in a READ's PSNs.
+        let Some((k, diff)) = hit.filter(|&(k, _)| ack || fs.q.get(k).is_some_and(Flight::read))
+        else {
             self.put_flights(qpn, fs);
             return;
         };
+        if let Some(j) = fs.q.iter().take(k).position(Flight::read) {
+            // An answer at a later WQE's PSN while a READ before it misses responses: they
+            // were lost. The WQEs before the READ are done; the READ asks for the rest
+            // (once per gap), and the WQEs behind it go again.
+            let done: Vec<Flight> = fs.q.drain(..j).collect();
+            let progress = !done.is_empty();
+            self.complete_flights(qpn, done, mem, irq);
+            let mut again = progress;
+            if let Some(acked) =
+                fs.q.front()
+                    .filter(|r| r.reread != Some(r.acked))
+                    .map(|r| r.acked)
+            {
+                fs.rewind();
+                if let Some(r) = fs.q.front_mut() {
+                    r.reread = Some(acked);
+                }
+                again = true;
+            }
+            if progress {
+                let t = self.ack_deadline(qp.attr.timeout);
+                for f in &mut fs.q {
+                    f.deadline = f.deadline.and(t);
+                }
+                if let Some(r) = fs.q.front_mut() {
+                    r.retries = qp.attr.retry_cnt;
+                }
+            }
+            self.put_flights(qpn, fs);
+            if again {
+                self.pump(qpn, mem, irq);
+            }
+            return;
+        }
         // An ACK or NAK at a later WQE's PSN: the responder executed every WQE before it.
         let before: Vec<Flight> = fs.q.drain(..k).collect();
         let Some(mut fl) = fs.q.pop_front() else {
@@ -404,7 +501,7 @@ impl Nic {
             }
             (packet::ACKNOWLEDGE, _) => Outcome::Keep,
             (_, _) if fl.read() && diff == fl.acked && diff < fl.npkts => {
-                self.read_response(&mut fl, &qp, diff, &f.payload, mem)
+                self.read_response(&mut fl, &qp, diff, count, body, mem)
             }
             (_, _) if fl.read() && current && fl.reread != Some(fl.acked) => {
                 // A gap in the read responses: ask for the rest again, once per gap.
@@ -419,20 +516,7 @@ impl Nic {
                 outcome,
                 Outcome::Progress | Outcome::Done(hw::WC_SUCCESS, _)
             );
-        for b in before {
-            // CAST: at most MAX_MSG.
-            let bytes = b.req.len as u32;
-            self.complete_send(
-                qpn,
-                b.index,
-                hw::WC_SUCCESS,
-                b.op,
-                bytes,
-                b.signaled,
-                mem,
-                irq,
-            );
-        }
+        self.complete_flights(qpn, before, mem, irq);
         if progress {
             // The transport timer starts again on progress, for every WQE it runs for.
             let again = self.ack_deadline(qp.attr.timeout);
@@ -453,6 +537,9 @@ impl Nic {
                 self.complete_send(qpn, index, status, op, bytes, signaled, mem, irq);
                 self.put_flights(qpn, fs);
                 self.pump(qpn, mem, irq);
+                if !self.sq_in_flight(qpn) {
+                    self.sq_drained(qpn, Some((mem, irq)));
+                }
             }
             Outcome::Keep if !progress => {
                 fs.q.push_front(fl);
@@ -466,26 +553,52 @@ impl Nic {
         }
     }
 
-    /// Read response `k` of the flight: its bytes to the local buffers.
+    /// Completes `done`, WQEs the responder answered, in order.
+    fn complete_flights(
+        &mut self,
+        qpn: u32,
+        done: Vec<Flight>,
+        mem: &dyn Dma,
+        irq: &dyn Interrupts,
+    ) {
+        for b in done {
+            // CAST: at most MAX_MSG.
+            let bytes = b.req.len as u32;
+            let (index, op, signaled) = (b.index, b.op, b.signaled);
+            self.complete_send(qpn, index, hw::WC_SUCCESS, op, bytes, signaled, mem, irq);
+        }
+    }
+
+    /// Read responses `k` to `k + count` of the flight: their bytes to the local buffers
+    /// (each full but the READ's last).
     fn read_response(
         &mut self,
         fl: &mut Flight,
         qp: &Qp,
         k: u64,
-        payload: &[u8],
+        count: u64,
+        payload: &Data,
         mem: &dyn Dma,
     ) -> Outcome {
         let mtu = mtu_bytes(qp.attr.path_mtu);
         let off = k.saturating_mul(mtu);
-        if payload.len() as u64 != mtu.min(fl.req.len.saturating_sub(off)) {
+        let full = count.saturating_mul(mtu);
+        let want = full.min(fl.req.len.saturating_sub(off));
+        let end = k.saturating_add(count);
+        if count == 0 || end > fl.npkts || payload.len() != want || (end < fl.npkts && want != full)
+        {
             return Outcome::Keep;
         }
         let gated = self.gate(mem);
         let mut pos = fl.req.data.seek(off);
-        if !fl.req.data.write(&gated, &mut pos, payload) {
+        let ok = self.owns(&fl.req.data)
+            && usize::try_from(want).is_ok_and(|n| {
+                payload.copy_to(&gated, &mut Pos::default(), &fl.req.data, &mut pos, n)
+            });
+        if !ok {
             return Outcome::Done(hw::WC_LOC_PROT_ERR, 0);
         }
-        fl.acked = k + 1;
+        fl.acked = end;
         if fl.acked == fl.npkts {
             // CAST: at most MAX_MSG.
             return Outcome::Done(hw::WC_SUCCESS, fl.req.len as u32);
@@ -493,6 +606,31 @@ impl Nic {
         fl.deadline = self.ack_deadline(qp.attr.timeout);
         fl.retries = qp.attr.retry_cnt;
         Outcome::Keep
+    }
+
+    /// Whether QP `qpn` has WQEs in flight (or one refused behind them, not completed).
+    pub(super) fn sq_in_flight(&self, qpn: u32) -> bool {
+        self.wire_qps
+            .get(&qpn)
+            .is_some_and(|r| !r.flights.q.is_empty() || r.flights.refused.is_some())
+    }
+
+    /// QP `qpn` has no WQE in flight: in `SQD` with the notification asked for, posts
+    /// `QP_SQ_DRAINED` (from an admin command, `via` is `None`: queued after its
+    /// completion), once.
+    pub(super) fn sq_drained(&mut self, qpn: u32, via: Option<(&dyn Dma, &dyn Interrupts)>) {
+        let Some(q) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) else {
+            return;
+        };
+        if q.state != hw::QPS_SQD || !q.dp.sqd_notify {
+            return;
+        }
+        q.dp.sqd_notify = false;
+        debug!(qpn, "send queue drained");
+        match via {
+            Some((mem, irq)) => self.post_event(hw::EVENT_QP_SQ_DRAINED, qpn, 0, mem, irq),
+            None => self.queue_event(hw::EVENT_QP_SQ_DRAINED, qpn, 0),
+        }
     }
 
     /// Whether some QP waits for its transport timer.

@@ -13,6 +13,7 @@
 //! - [`tables`]: object tables (PDs, MRs, CQs, QPs: index plus an 8-bit key);
 //! - [`pages`]: page lists in host memory (MR pages, rings), validated and walked;
 //! - [`mr`]: memory regions and the translation of MR keys and addresses;
+//! - [`data`]: a message's bytes: translated pieces with the MRs they came from;
 //! - [`cq`]: completion queues, arming, completion events;
 //! - [`qp`]: queue pairs; [`qp_state`]: the QP state machine (`CMD_MODIFY_QP`);
 //! - [`doorbell`]: the doorbell pages in BAR2 and their ownership rule;
@@ -21,8 +22,10 @@
 //!   completions, memory writes, read data, ACK/NAK), [`completer`] (answers to send CQEs,
 //!   RNR retries, errors and the flush in `ERR`, the timers of [`Nic::tick`]);
 //! - the wire between NICs: [`wire`] (RoCEv2 frames: Ethernet, IPv4, UDP, the IB
-//!   transport headers, ICRC), [`remote`] (the RC engine's roles over it: a window of
-//!   packets in flight, retransmission, duplicates, PSN sequence NAKs);
+//!   transport headers, ICRC), [`remote`] (frames in, the responder's side of it),
+//!   [`flights`] (the requester and completer: a window of packets in flight,
+//!   retransmission, duplicates, PSN sequence NAKs); [`own`]: loopback, the wire from the
+//!   NIC to itself, through the same requester, responder and completer;
 //! - [`counters`]: counted, bounded logging of bad input.
 //!
 //! The `Nic` itself is plain data behind `&mut self`: whoever shares it between threads (the
@@ -32,10 +35,12 @@ pub mod admin;
 pub mod completer;
 pub mod counters;
 pub mod cq;
+pub mod data;
 pub mod doorbell;
 pub mod events;
 pub mod flights;
 pub mod mr;
+pub mod own;
 pub mod packet;
 pub mod pages;
 pub mod qp;
@@ -165,6 +170,8 @@ pub struct Nic {
     pub commands_completed: u64,
     pds: Table<Pd>,
     mrs: Table<Mr>,
+    /// The last MR registration's number ([`mr::MrRef`]); never goes back, not even on reset.
+    mr_gen: u64,
     cqs: Table<Cq>,
     qps: Table<Qp>,
     /// Queue doorbells accepted since reset.
@@ -181,6 +188,13 @@ pub struct Nic {
     wire: Option<Box<dyn wire::Wire>>,
     /// The QPs' state for the wire.
     wire_qps: remote::Remotes,
+    /// Packets to the NIC itself (loopback), waiting to be taken ([`own`]).
+    own: VecDeque<own::Own>,
+    /// Whether [`Nic::drain_own`] runs (a nested call returns at once).
+    draining: bool,
+    /// For tests: packets to the NIC itself go as frames over the wire
+    /// ([`Nic::set_loopback_on_wire`]).
+    loop_wire: bool,
 }
 
 /// A snapshot of the NIC's state for the control channel's `status`.
@@ -289,6 +303,7 @@ impl Nic {
             pds: Table::new(config.attrs.max_pd),
             // Keys carry 24 bits of index; doorbells carry 16 bits of CQN and QPN.
             mrs: Table::new(config.attrs.max_mr.min(Handle::MAX_INDEX + 1)),
+            mr_gen: 0,
             cqs: Table::new(config.attrs.max_cq.min(hw::MAX_QUEUE_NUM + 1)),
             qps: Table::new(
                 config
@@ -302,7 +317,10 @@ impl Nic {
             pending_irqs: 0,
             counters: Counters::default(),
             wire: None,
-            wire_qps: remote::Remotes::new(),
+            wire_qps: remote::Remotes::default(),
+            own: VecDeque::new(),
+            draining: false,
+            loop_wire: false,
         }
     }
 
@@ -319,6 +337,14 @@ impl Nic {
     /// [`Nic::receive_frame`] takes what comes back.
     pub fn set_wire(&mut self, wire: Option<Box<dyn wire::Wire>>) {
         self.wire = wire;
+    }
+
+    /// For tests: with `on`, packets to the NIC itself (loopback) go as frames through the
+    /// wire of [`Nic::set_wire`] (to this NIC's LID) instead of the NIC's own queue, so a
+    /// test's wire can drop, duplicate and reorder them; they come back through
+    /// [`Nic::receive_frame`] as any frame. Not a mode of the model binary.
+    pub fn set_loopback_on_wire(&mut self, on: bool) {
+        self.loop_wire = on;
     }
 
     /// PDs allocated now, for logs and tests.
@@ -357,7 +383,9 @@ impl Nic {
         let mut fresh = Self::new(self.config);
         fresh.bus_master = self.bus_master;
         fresh.counters = self.counters;
+        fresh.mr_gen = self.mr_gen;
         fresh.wire = self.wire.take();
+        fresh.loop_wire = self.loop_wire;
         *self = fresh;
         if self.config.fault == Some(Fault::ResetStuck) {
             warn!("injected fault: the reset never completes");

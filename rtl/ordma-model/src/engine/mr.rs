@@ -28,6 +28,19 @@ pub struct Mr {
     pub length: u64,
     /// Its pages.
     pub pages: hw::PageList,
+    /// Which registration this is: a number no other MR of this NIC had before
+    /// ([`MrRef`]).
+    pub(super) gen: u64,
+}
+
+/// The MR a kept translation came from: its key and its registration
+/// ([`Mr::gen`]). A translation kept across packets or time is used only while
+/// [`Nic::owns`] finds each of its MRs still registered, the same registration (a key
+/// alone repeats after 256 reuses of its slot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct MrRef {
+    key: u32,
+    gen: u64,
 }
 
 /// The largest length one translation may cover (the port's `max_msg_sz`, 2 GiB), so a
@@ -90,12 +103,14 @@ impl Nic {
         if let Err(e) = pages::validate(mem, &p.pages) {
             return (e.status(), 0);
         }
+        self.mr_gen = self.mr_gen.wrapping_add(1);
         let mr = Mr {
             pdn: p.pdn,
             access: p.access,
             iova: p.iova,
             length: p.length,
             pages: p.pages,
+            gen: self.mr_gen,
         };
         match self.mrs.insert(mr).and_then(Handle::to_key) {
             Some(key) => {
@@ -125,6 +140,19 @@ impl Nic {
             }
             None => (hw::AQ_BAD_PARAM, 0),
         }
+    }
+
+    /// The registration MR key `key` names now, if any.
+    pub(super) fn mr_ref(&self, key: u32) -> Option<MrRef> {
+        let mr = self.mrs.get(Handle::from_key(key))?;
+        Some(MrRef { key, gen: mr.gen })
+    }
+
+    /// Whether MR registration `r` still exists.
+    pub(super) fn mr_live(&self, r: MrRef) -> bool {
+        self.mrs
+            .get(Handle::from_key(r.key))
+            .is_some_and(|m| m.gen == r.gen)
     }
 
     /// Translates `len` bytes at virtual address `iova` of the MR `key` names, for a QP of

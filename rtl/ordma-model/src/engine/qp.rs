@@ -89,17 +89,13 @@ pub struct DataPath {
     pub(super) rnr_wait: Option<std::time::Instant>,
     /// Requester: RNR retries left for the head WQE (`None`: not NAKed yet).
     pub(super) rnr_left: Option<u8>,
-    /// Requester: packets of the head WQE the responder accepted before an RNR NAK; the
-    /// retry resumes there.
-    pub(super) resume: u64,
     /// Responder: the RDMA WRITE being received: next virtual address, rkey, bytes left,
     /// and the message's length.
     pub(super) write: Option<(u64, u32, u64, u32)>,
-    /// Requester: the send queue has more WQEs than one doorbell's budget took; the timer
-    /// thread goes on with them.
-    pub(super) backlog: bool,
     /// Responder: messages completed, mod 2^24 (the AETH's MSN).
     pub(super) msn: u32,
+    /// Requester: in `SQD`, `QP_SQ_DRAINED` is due once no WQE is in flight.
+    pub(super) sqd_notify: bool,
     /// Responder: `QP_COMM_EST` was raised.
     pub(super) comm_est: bool,
 }
@@ -227,7 +223,7 @@ impl Nic {
         let mut a = qp.attr;
         a.qp_state = qp.state;
         a.cur_qp_state = qp.state;
-        a.sq_draining = 0;
+        a.sq_draining = u8::from(qp.state == hw::QPS_SQD && self.sq_in_flight(p.qpn));
         Self::respond(mem, p.resp_addr, p.resp_len, &a.encode())
     }
 

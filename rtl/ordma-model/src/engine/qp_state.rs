@@ -4,8 +4,9 @@
 //! against the RC table of Linux's `ib_modify_qp_is_ok` ([`hw::rc_modify_ok`]), then every
 //! attribute value the mask names ([`hw::qp_values_ok`]), and only then changes anything. A bad modify is
 //! `AQ_BAD_PARAM` and leaves the QP as it was. Moving to `RESET` forgets the attributes and
-//! the queue indices; reaching `SQD` with `en_sqd_async_notify` posts `EVENT_QP_SQ_DRAINED`
-//! (at once: nothing is in flight before the data path exists).
+//! the queue indices. In `SQD` the requester starts no WQE and finishes those in flight
+//! ([`super::flights`]); reaching `SQD` with `en_sqd_async_notify` posts
+//! `EVENT_QP_SQ_DRAINED` once none is left in flight (at once if none was).
 
 use ordma_hw as hw;
 use tracing::debug;
@@ -121,16 +122,18 @@ impl Nic {
             apply(mask, &a, &mut qp.attr);
         }
         qp.state = next;
-        let drained = cur == hw::QPS_RTS
-            && next == hw::QPS_SQD
-            && mask & hw::QP_ATTR_EN_SQD_ASYNC_NOTIFY != 0
-            && a.en_sqd_async_notify != 0;
+        if cur == hw::QPS_RTS && next == hw::QPS_SQD {
+            qp.dp.sqd_notify =
+                mask & hw::QP_ATTR_EN_SQD_ASYNC_NOTIFY != 0 && a.en_sqd_async_notify != 0;
+        } else if next != hw::QPS_SQD {
+            qp.dp.sqd_notify = false;
+        }
         debug!(qpn = p.qpn, cur, next, "QP modified");
         if next == hw::QPS_RESET {
             self.remote_forget(p.qpn);
         }
-        if drained {
-            self.queue_event(hw::EVENT_QP_SQ_DRAINED, p.qpn, 0);
+        if next == hw::QPS_SQD && !self.sq_in_flight(p.qpn) {
+            self.sq_drained(p.qpn, None);
         }
         (hw::AQ_OK, 0)
     }

@@ -11,6 +11,7 @@
 //!   silence until the expected PSN comes).
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::time::{Duration, Instant};
 
 use ordma_hw as hw;
@@ -18,11 +19,12 @@ use tracing::debug;
 
 use super::completer::read_packets;
 use super::counters::{bounded_warn, Anomaly};
+use super::data::{Data, Pos};
 use super::flights::Flights;
 use super::packet::{self, Aeth, Bth, NakCode, Packet, Syndrome, PSN_MASK};
-use super::requester::{mtu_bytes, Data, Pos};
+use super::requester::mtu_bytes;
 use super::responder::Inbound;
-use super::wire::{self, Frame};
+use super::wire;
 use super::{Interrupts, Nic};
 use crate::mem::Dma;
 
@@ -36,8 +38,28 @@ pub(super) struct Remote {
     nak_sent: bool,
 }
 
-/// Every QP's wire state, by QPN.
-pub(super) type Remotes = HashMap<u32, Remote>;
+/// Every QP's wire state, by QPN (hashed as it is: QPNs are small table indices).
+pub(super) type Remotes = HashMap<u32, Remote, BuildHasherDefault<QpnHasher>>;
+
+/// The hasher of [`Remotes`]: the QPN itself.
+#[derive(Default)]
+pub(super) struct QpnHasher(u64);
+
+impl Hasher for QpnHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n);
+    }
+}
 
 /// `a - b` in PSN space.
 pub(super) fn psn_sub(a: u32, b: u32) -> u32 {
@@ -63,9 +85,13 @@ impl Nic {
 }
 
 impl Nic {
-    /// Sends one packet to LID `dlid` from QP `sqpn`; lost if there is no wire or the
-    /// port's link is down.
+    /// Sends one packet to LID `dlid` from QP `sqpn`: to the NIC itself if `dlid` is the
+    /// port's LID ([`super::own`]); else lost if there is no wire or the port's link is
+    /// down.
     pub(super) fn emit(&mut self, dlid: u16, sqpn: u32, pkt: &Packet, payload: &[u8]) {
+        if self.to_own(dlid) {
+            return self.emit_own(sqpn, *pkt, Data::Inline(payload.to_vec()), 1);
+        }
         if !self.config.link_up {
             return;
         }
@@ -78,6 +104,7 @@ impl Nic {
     /// Forgets QP `qpn`'s wire state (reset, created, destroyed, flushed).
     pub(super) fn remote_forget(&mut self, qpn: u32) {
         self.wire_qps.remove(&qpn);
+        self.own_forget(qpn);
     }
 
     /// Takes a frame from the wire: checked, then handed to the responder (requests) or
@@ -103,13 +130,14 @@ impl Nic {
             debug!("frame dropped: the NIC does not run");
             return;
         }
+        let body = Data::Inline(f.payload);
         match f.packet.bth.opcode {
             packet::READ_RESPONSE_FIRST
             | packet::READ_RESPONSE_MIDDLE
             | packet::READ_RESPONSE_LAST
             | packet::READ_RESPONSE_ONLY
-            | packet::ACKNOWLEDGE => self.on_answer(&f, mem, irq),
-            _ => self.on_request(f, mem, irq),
+            | packet::ACKNOWLEDGE => self.on_answer(f.slid, &f.packet, &body, 1, mem, irq),
+            _ => self.on_request(f.slid, &f.packet, body, 1, mem, irq),
         }
     }
 
@@ -133,19 +161,28 @@ impl Nic {
         }
     }
 
-    /// The responder's side of a request frame.
-    fn on_request(&mut self, mut f: Frame, mem: &dyn Dma, irq: &dyn Interrupts) {
-        let pkt = &f.packet;
+    /// The responder's side of a request from LID `slid` (this NIC's own for loopback):
+    /// `pkt` with its payload `body`; `count` > 1: that many `WRITE_MIDDLE` packets from
+    /// `pkt`'s PSN on, the payload theirs together (loopback only).
+    pub(super) fn on_request(
+        &mut self,
+        slid: u16,
+        pkt: &Packet,
+        body: Data,
+        count: u64,
+        mem: &dyn Dma,
+        irq: &dyn Interrupts,
+    ) {
         let qpn = pkt.bth.dest_qp;
         let Some(qp) = self.qp(qpn).copied() else {
             return;
         };
         let live = matches!(qp.state, hw::QPS_RTR | hw::QPS_RTS | hw::QPS_SQD);
-        if !live || qp.attr.ah.dlid != f.slid {
-            debug!(qpn, slid = f.slid, "request frame dropped");
+        if !live || qp.attr.ah.dlid != slid {
+            debug!(qpn, slid, "request dropped");
             return;
         }
-        let (dlid, peer) = (f.slid, qp.attr.dest_qp_num);
+        let (dlid, peer) = (slid, qp.attr.dest_qp_num);
         let ack = |psn: u32, syndrome: Syndrome, msn: u32| Packet {
             bth: Bth {
                 opcode: packet::ACKNOWLEDGE,
@@ -168,7 +205,7 @@ impl Nic {
                     let data =
                         self.remote(qpn, reth.rkey, reth.va, len, hw::ACCESS_REMOTE_READ, &gated);
                     if let Some(data) = data {
-                        self.read_answer(qpn, dlid, pkt.bth.psn, &data, len, mem);
+                        self.read_answer(qpn, dlid, pkt.bth.psn, data, len, mem);
                     }
                 } else if pkt.bth.ack_req {
                     let last = psn_sub(qp.attr.rq_psn, 1);
@@ -186,27 +223,33 @@ impl Nic {
             r.nak_sent = false;
             std::mem::take(&mut r.inb)
         };
-        let n = f.payload.len() as u64;
-        let data = Data::Inline(std::mem::take(&mut f.payload));
+        let n = body.len();
         let mut pos = Pos::default();
-        let payload = (pkt.bth.opcode != packet::READ_REQUEST).then_some((&data, &mut pos, n));
-        let answer = self.deliver(peer, pkt, payload, &mut inb, mem, irq);
+        let payload = (pkt.bth.opcode != packet::READ_REQUEST).then_some((&body, &mut pos, n));
+        let answer = if count > 1 && pkt.bth.opcode == packet::WRITE_MIDDLE {
+            self.deliver_middles(peer, qpn, pkt.bth.psn, count, payload, &mut inb, mem, irq)
+        } else {
+            self.deliver(peer, pkt, payload, &mut inb, mem, irq)
+        };
         if let Some(r) = self.wire_qps.get_mut(&qpn) {
             r.inb = inb;
         }
+        // The answer's PSN: the last the request carries.
+        // CAST: PSN arithmetic is mod 2^24; `count` is at most a message's packets.
+        let psn = packet::psn_add(pkt.bth.psn, count.saturating_sub(1) as u32);
         let msn = self.qp(qpn).map_or(0, |q| q.dp.msn);
         use super::completer::Answer;
         match answer {
             Answer::Ack if pkt.bth.ack_req => {
-                self.emit(dlid, qpn, &ack(pkt.bth.psn, Syndrome::Ack(0x1f), msn), &[]);
+                self.emit(dlid, qpn, &ack(psn, Syndrome::Ack(0x1f), msn), &[]);
             }
             Answer::Read(data) => {
                 let len = u64::from(pkt.reth.unwrap_or_default().dma_len);
-                self.read_answer(qpn, dlid, pkt.bth.psn, &data, len, mem);
+                self.read_answer(qpn, dlid, pkt.bth.psn, data, len, mem);
             }
-            Answer::Rnr(t) => self.emit(dlid, qpn, &ack(pkt.bth.psn, Syndrome::Rnr(t), msn), &[]),
-            Answer::Nak(c) => self.emit(dlid, qpn, &ack(pkt.bth.psn, Syndrome::Nak(c), msn), &[]),
-            Answer::Ack | Answer::Drop | Answer::Local(_) => {}
+            Answer::Rnr(t) => self.emit(dlid, qpn, &ack(psn, Syndrome::Rnr(t), msn), &[]),
+            Answer::Nak(c) => self.emit(dlid, qpn, &ack(psn, Syndrome::Nak(c), msn), &[]),
+            Answer::Ack | Answer::Drop => {}
         }
     }
 
@@ -216,7 +259,7 @@ impl Nic {
         qpn: u32,
         dlid: u16,
         psn: u32,
-        data: &Data,
+        data: Data,
         len: u64,
         mem: &dyn Dma,
     ) {
@@ -225,6 +268,29 @@ impl Nic {
         };
         let mtu = mtu_bytes(qp.attr.path_mtu);
         let n = read_packets(len, qp.attr.path_mtu);
+        if self.to_own(dlid) {
+            // To the NIC itself: every response at once, their payload the responder's
+            // memory (`n` PSNs from `psn`).
+            let pkt = Packet {
+                bth: Bth {
+                    opcode: if n == 1 {
+                        packet::READ_RESPONSE_ONLY
+                    } else {
+                        packet::READ_RESPONSE_LAST
+                    },
+                    pkey: 0xffff,
+                    dest_qp: qp.attr.dest_qp_num,
+                    psn,
+                    ..Default::default()
+                },
+                aeth: Some(Aeth {
+                    syndrome: Syndrome::Ack(0x1f),
+                    msn: qp.dp.msn,
+                }),
+                ..Default::default()
+            };
+            return self.emit_own(qpn, pkt, data, n);
+        }
         let gated = self.gate(mem);
         let mut pos = Pos::default();
         let mut buf = Vec::new();

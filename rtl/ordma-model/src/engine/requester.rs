@@ -1,177 +1,25 @@
 //! The RC engine's requester (soft-RoCE's `rxe_req.c`): on an SQ doorbell it takes the
-//! QP's new send WQEs in order, checks and translates them, and sends their request
-//! packets, one per `path_mtu` bytes, to the responder. Loopback only: a QP whose AV `dlid`
-//! is the port's own LID talks to `dest_qp_num` on this NIC, synchronously, packet by
-//! packet: each request goes through the [`super::responder`] at once and its answer
-//! through the [`super::completer`]; a WRITE's middle packets go together, once its first
-//! packet made the responder keep the translation of the whole range.
+//! QP's new send WQEs in order, checks and translates them ([`Nic::fetch_wqe`]), and its
+//! flights ([`super::flights`]) send their request packets, one per `path_mtu` bytes, to
+//! the responder: of another NIC over the wire, or of this one (loopback: the wire to the
+//! NIC itself, [`super::own`]). One requester for both.
 
 use ordma_hw as hw;
 
-use super::completer::Answer;
 use super::counters::{bounded_warn, Anomaly};
-use super::packet::{self, Bth, Packet, Reth};
+use super::data::Data;
+use super::packet;
 use super::pages;
 use super::qp::{Qp, WorkQueue};
-use super::responder::Inbound;
 use super::{Interrupts, Nic};
 use crate::mem::Dma;
 
 /// The port's largest message (2 GiB).
 pub(super) const MAX_MSG: u64 = 1 << 31;
 
-/// Bytes one call of [`Nic::run_sq`] moves before it leaves the rest of the send queue to
-/// the timer thread (`backlog`), so a guest's doorbell holds the NIC for a bounded time
-/// (one message beyond it at most).
+/// Bytes of packets to the NIC itself one call takes ([`Nic::drain_own`]) before it leaves
+/// the rest to the timer thread, so a guest's doorbell holds the NIC for a bounded time.
 pub(super) const SQ_BUDGET: u64 = 64 << 20;
-
-/// Where a message's bytes are.
-#[derive(Debug)]
-pub(super) enum Data {
-    /// Bus-address pieces, in order.
-    Pieces(Vec<(u64, u64)>),
-    /// Bytes the NIC holds (inline data).
-    Inline(Vec<u8>),
-}
-
-/// A position in a [`Data`]: piece and offset in it.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Pos {
-    piece: usize,
-    off: u64,
-}
-
-impl Data {
-    /// The position `at` bytes from the start (clamped to the end).
-    pub(super) fn seek(&self, at: u64) -> Pos {
-        match self {
-            Data::Inline(_) => Pos { piece: 0, off: at },
-            Data::Pieces(p) => {
-                let mut left = at;
-                for (i, &(_, len)) in p.iter().enumerate() {
-                    if left < len {
-                        return Pos {
-                            piece: i,
-                            off: left,
-                        };
-                    }
-                    left -= len;
-                }
-                Pos {
-                    piece: p.len(),
-                    off: 0,
-                }
-            }
-        }
-    }
-
-    /// Walks the pieces from `pos` for `len` bytes, calling `f(bus address, range of the
-    /// walk)` per contiguous piece; false if the data ends first or `f` fails.
-    fn walk(
-        p: &[(u64, u64)],
-        pos: &mut Pos,
-        len: usize,
-        mut f: impl FnMut(u64, std::ops::Range<usize>) -> bool,
-    ) -> bool {
-        let mut done = 0usize;
-        while done < len {
-            let Some(&(addr, plen)) = p.get(pos.piece) else {
-                return false;
-            };
-            let left = plen.saturating_sub(pos.off);
-            if left == 0 {
-                pos.piece += 1;
-                pos.off = 0;
-                continue;
-            }
-            let n = usize::try_from(left).map_or(len - done, |l| l.min(len - done));
-            let Some(at) = addr.checked_add(pos.off) else {
-                return false;
-            };
-            if !f(at, done..done + n) {
-                return false;
-            }
-            done += n;
-            pos.off += n as u64;
-        }
-        true
-    }
-
-    /// Reads `buf.len()` bytes from `pos` on; false if the data ends or a DMA fails.
-    pub(super) fn read(&self, mem: &dyn Dma, pos: &mut Pos, buf: &mut [u8]) -> bool {
-        match self {
-            Data::Inline(b) => {
-                let src = usize::try_from(pos.off)
-                    .ok()
-                    .and_then(|s| b.get(s..s.checked_add(buf.len())?));
-                let Some(src) = src else { return false };
-                buf.copy_from_slice(src);
-                pos.off += buf.len() as u64;
-                true
-            }
-            Data::Pieces(p) => Self::walk(p, pos, buf.len(), |addr, r| {
-                buf.get_mut(r)
-                    .is_some_and(|dst| mem.dma_read(addr, dst).is_ok())
-            }),
-        }
-    }
-
-    /// Copies `len` bytes from `self` at `spos` to `dst` (pieces) at `dpos`: one DMA copy
-    /// per stretch contiguous on both sides, no bounce buffer unless `self` is inline.
-    pub(super) fn copy_to(
-        &self,
-        mem: &dyn Dma,
-        spos: &mut Pos,
-        dst: &Data,
-        dpos: &mut Pos,
-        len: usize,
-    ) -> bool {
-        let (Data::Pieces(sp), Data::Pieces(dp)) = (self, dst) else {
-            let mut buf = vec![0u8; len];
-            return self.read(mem, spos, &mut buf) && dst.write(mem, dpos, &buf);
-        };
-        let mut done = 0usize;
-        while done < len {
-            let (Some(&(sa, sl)), Some(&(da, dl))) = (sp.get(spos.piece), dp.get(dpos.piece))
-            else {
-                return false;
-            };
-            let (sleft, dleft) = (sl.saturating_sub(spos.off), dl.saturating_sub(dpos.off));
-            if sleft == 0 {
-                spos.piece += 1;
-                spos.off = 0;
-                continue;
-            }
-            if dleft == 0 {
-                dpos.piece += 1;
-                dpos.off = 0;
-                continue;
-            }
-            let n = usize::try_from(sleft.min(dleft)).map_or(len - done, |m| m.min(len - done));
-            let (Some(s), Some(d)) = (sa.checked_add(spos.off), da.checked_add(dpos.off)) else {
-                return false;
-            };
-            if mem.dma_copy(s, d, n).is_err() {
-                return false;
-            }
-            done += n;
-            spos.off += n as u64;
-            dpos.off += n as u64;
-        }
-        true
-    }
-
-    /// Writes `buf` from `pos` on (pieces only); false if the data ends or a DMA fails.
-    pub(super) fn write(&self, mem: &dyn Dma, pos: &mut Pos, buf: &[u8]) -> bool {
-        match self {
-            Data::Inline(_) => false,
-            Data::Pieces(p) => Self::walk(p, pos, buf.len(), |addr, r| {
-                buf.get(r)
-                    .is_some_and(|src| mem.dma_write(addr, src).is_ok())
-            }),
-        }
-    }
-}
 
 /// The bytes of WQE `index` of `wq` (one WQE never crosses a page: pages are at least
 /// 4 KiB, WQEs at most 1 KiB and aligned); `None` if the ring cannot be read.
@@ -205,16 +53,6 @@ pub(super) struct Request {
     pub(super) len: u64,
 }
 
-/// How the head WQE ended this time.
-pub(super) enum Step {
-    /// Done: a CQE if signaled.
-    Done(u32),
-    /// Waiting for an RNR retry: the WQE stays at the head.
-    Wait,
-    /// Failed with a status; the byte count for the CQE.
-    Failed(u8, u32),
-}
-
 /// The BTH opcode of packet `i` of `n` of a SEND or WRITE message.
 pub(super) fn opcode_of(op: u8, i: u64, n: u64) -> u8 {
     let (first, last) = (i == 0, i + 1 == n);
@@ -240,48 +78,41 @@ pub(super) fn mtu_bytes(code: u8) -> u64 {
 }
 
 impl Nic {
-    /// Runs QP `qpn`'s send queue: every WQE up to the producer index, in order, while the
-    /// QP is in `RTS` and not waiting for an RNR retry; in `ERR` flushes it.
+    /// Runs QP `qpn`'s send queue: in `RTS` its requester ([`super::flights`]) sends what
+    /// it may, to another NIC or to this one; in `ERR` flushes it. Packets to this NIC
+    /// are taken before this returns, as far as one call's budget goes
+    /// ([`Nic::drain_own`]).
     pub(super) fn run_sq(&mut self, qpn: u32, mem: &dyn Dma, irq: &dyn Interrupts) {
         if !self.bus_master {
             self.refused("send queue");
             return;
         }
-        let mut spent = 0u64;
-        // Bounded: each pass completes a WQE or returns; a queue holds at most 2^15.
-        for _ in 0..=u32::from(u16::MAX) {
-            let Some(qp) = self.qp(qpn).copied() else {
-                return;
-            };
-            if qp.state == hw::QPS_ERR {
-                return self.flush(qpn, mem, irq);
-            }
-            if qp.attr.ah.dlid != self.config.lid && self.wire.is_some() {
-                return self.pump(qpn, mem, irq);
-            }
-            if qp.state != hw::QPS_RTS || qp.dp.rnr_wait.is_some() || qp.sq.ci == qp.sq.pi {
-                return;
-            }
-            if spent >= SQ_BUDGET {
-                if let Some(q) = super::qp::qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) {
-                    q.dp.backlog = true;
-                }
-                return;
-            }
-            let index = qp.sq.ci;
-            let (step, op, signaled) = self.send_wqe(qpn, &qp, index, mem, irq);
-            match step {
-                Step::Wait => return,
-                Step::Done(bytes) => {
-                    // At least a packet's worth per WQE, so empty ones count too.
-                    spent = spent.saturating_add(u64::from(bytes).max(4096));
-                    self.complete_send(qpn, index, hw::WC_SUCCESS, op, bytes, signaled, mem, irq)
-                }
-                Step::Failed(status, bytes) => {
-                    self.complete_send(qpn, index, status, op, bytes, true, mem, irq)
-                }
-            }
+        let Some(qp) = self.qp(qpn).copied() else {
+            return;
+        };
+        if qp.state == hw::QPS_ERR {
+            return self.flush(qpn, mem, irq);
         }
+        if qp.attr.ah.dlid != self.config.lid && self.wire.is_none() {
+            return self.no_route(qpn, &qp, mem, irq);
+        }
+        self.pump(qpn, mem, irq);
+        self.drain_own(mem, irq);
+    }
+
+    /// A QP whose `dlid` is another NIC's on a NIC without a wire: its head WQE completes
+    /// in `WC_RETRY_EXC_ERR` at once (or in the error it was refused with), as if every
+    /// retry had timed out; the QP goes to `ERR` and the flush does the rest.
+    fn no_route(&mut self, qpn: u32, qp: &Qp, mem: &dyn Dma, irq: &dyn Interrupts) {
+        if qp.state != hw::QPS_RTS || qp.sq.ci == qp.sq.pi {
+            return;
+        }
+        let index = qp.sq.ci;
+        let (status, op) = match self.fetch_wqe(qpn, qp, index, mem) {
+            Ok((_, op)) => (hw::WC_RETRY_EXC_ERR, op),
+            Err((status, _, op)) => (status, op),
+        };
+        self.complete_send(qpn, index, status, op, 0, true, mem, irq);
     }
 
     /// Checks WQE `raw` of QP `qp`; translates its local SGEs. The error is the status.
@@ -310,7 +141,7 @@ impl Nic {
         }
         let access = if read { hw::ACCESS_LOCAL_WRITE } else { 0 };
         let mut len = 0u64;
-        let mut pieces = Vec::new();
+        let mut data = Data::empty();
         for i in 0..usize::from(wqe.num_sge) {
             let sge = hw::Sge::decode_from(raw, hw::SendWqe::sge_offset(i)).ok_or(op_err)?;
             if sge.length == 0 {
@@ -321,7 +152,7 @@ impl Nic {
                 return Err((hw::WC_LOC_LEN_ERR, 0));
             }
             let p = self
-                .translate(
+                .translate_kept(
                     mem,
                     sge.lkey,
                     qp.pdn,
@@ -330,13 +161,9 @@ impl Nic {
                     access,
                 )
                 .map_err(|_| (hw::WC_LOC_PROT_ERR, 0))?;
-            pieces.extend(p);
+            data.append(p);
         }
-        Ok(Request {
-            wqe,
-            data: Data::Pieces(pieces),
-            len,
-        })
+        Ok(Request { wqe, data, len })
     }
 
     /// Reads send WQE `index` of QP `qpn` (a copy of it in `qp`) from its ring and checks it
@@ -369,114 +196,5 @@ impl Nic {
                 Err((status, n, op))
             }
         }
-    }
-
-    /// Sends WQE `index` of QP `qpn` (a copy of it in `qp`), from the packet an RNR NAK
-    /// stopped at, if any. Returns the outcome, the WQE's completion opcode and whether it
-    /// is signaled.
-    fn send_wqe(
-        &mut self,
-        qpn: u32,
-        qp: &Qp,
-        index: u16,
-        mem: &dyn Dma,
-        irq: &dyn Interrupts,
-    ) -> (Step, u8, bool) {
-        let (req, op) = match self.fetch_wqe(qpn, qp, index, mem) {
-            Ok(r) => r,
-            Err((status, n, op)) => return (Step::Failed(status, n), op, true),
-        };
-        let signaled = req.wqe.flags & hw::WQE_FLAG_SIGNALED != 0;
-        // CAST: at most MAX_MSG.
-        let len32 = req.len as u32;
-        if qp.attr.ah.dlid != self.config.lid {
-            // No route: this model has no wire (`--wire`); the request is never answered,
-            // as if every retry timed out.
-            return (Step::Failed(hw::WC_RETRY_EXC_ERR, 0), op, true);
-        }
-        let mtu = mtu_bytes(qp.attr.path_mtu);
-        let npkts = req.len.div_ceil(mtu).max(1);
-        let first_psn = qp.attr.sq_psn;
-        let solicited = req.wqe.flags & hw::WQE_FLAG_SOLICITED != 0;
-        let bth = |opcode: u8, i: u64, last: bool| Bth {
-            opcode,
-            se: solicited && last,
-            pkey: 0xffff,
-            dest_qp: qp.attr.dest_qp_num,
-            ack_req: last,
-            // CAST: PSN arithmetic is mod 2^24.
-            psn: packet::psn_add(first_psn, i as u32),
-            ..Default::default()
-        };
-        let mut inb = Inbound::one_call();
-        if req.wqe.opcode == hw::WR_RDMA_READ {
-            let pkt = Packet {
-                bth: bth(packet::READ_REQUEST, 0, true),
-                reth: Some(Reth {
-                    va: req.wqe.remote_addr,
-                    rkey: req.wqe.rkey,
-                    dma_len: len32,
-                }),
-                ..Default::default()
-            };
-            let answer = self.deliver(qpn, &pkt, None, &mut inb, mem, irq);
-            let answer = self.read_responses(answer, &req.data, req.len, mem);
-            return (self.answered(qpn, answer, len32, npkts, 0), op, signaled);
-        }
-        let start = qp.dp.resume;
-        let mut pos = req.data.seek(start.saturating_mul(mtu));
-        let mut i = start;
-        while i < npkts {
-            let last = i + 1 == npkts;
-            let opcode = opcode_of(req.wqe.opcode, i, npkts);
-            if opcode == packet::WRITE_MIDDLE && inb.writing() {
-                // The responder kept the first packet's translation: every middle packet
-                // at once, one copy per contiguous stretch (the last one follows alone).
-                let count = npkts - 1 - i;
-                let n = count.saturating_mul(mtu);
-                // CAST: PSN arithmetic is mod 2^24.
-                let psn = packet::psn_add(first_psn, i as u32);
-                let answer = self.deliver_middles(
-                    qpn,
-                    qp.attr.dest_qp_num,
-                    psn,
-                    count,
-                    Some((&req.data, &mut pos, n)),
-                    &mut inb,
-                    mem,
-                    irq,
-                );
-                if !matches!(answer, Answer::Ack) {
-                    return (self.answered(qpn, answer, len32, npkts, i), op, signaled);
-                }
-                i += count;
-                continue;
-            }
-            let (reth, imm) = packet::headers(opcode).map_or((false, false), |h| (h.0, h.2));
-            let pkt = Packet {
-                bth: bth(opcode, i, last),
-                reth: reth.then_some(Reth {
-                    va: req.wqe.remote_addr,
-                    rkey: req.wqe.rkey,
-                    dma_len: len32,
-                }),
-                aeth: None,
-                imm: imm.then_some(req.wqe.imm.to_le_bytes()),
-            };
-            let n = mtu.min(req.len - i * mtu);
-            let answer = self.deliver(
-                qpn,
-                &pkt,
-                Some((&req.data, &mut pos, n)),
-                &mut inb,
-                mem,
-                irq,
-            );
-            if !matches!(answer, Answer::Ack) || last {
-                return (self.answered(qpn, answer, len32, npkts, i), op, signaled);
-            }
-            i += 1;
-        }
-        (Step::Done(len32), op, signaled)
     }
 }

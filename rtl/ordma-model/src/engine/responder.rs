@@ -7,46 +7,26 @@ use tracing::debug;
 
 use super::completer::{read_packets, Answer};
 use super::counters::{bounded_warn, Anomaly};
+use super::data::{Data, Pos};
 use super::packet::{self, NakCode, Packet};
-use super::requester::{wqe_bytes, Data, Pos};
+use super::requester::wqe_bytes;
 use super::{Interrupts, Nic};
 use crate::mem::Dma;
 
-/// The responder's state for a SEND being received: the receive WQE it consumes, its
-/// buffers and the bytes so far. Loopback hands a message over in one call of the
-/// requester, and an RNR NAK can only answer a SEND's first packet, so this lives with
-/// the requester's loop.
-///
-/// In loopback it also keeps the translation of the RDMA WRITE being received, made on its
-/// first packet, for the message's other packets: nothing can change the MR or the QP
-/// between them (the whole message runs in one call, the NIC held). The wire's `Inbound`
-/// lives across frames, between which the driver may destroy the MR: there each packet is
-/// translated again.
+/// The responder's state for the message being received, across its packets: the receive
+/// WQE a SEND consumes, its buffers (translated at the first packet) and the bytes so far;
+/// the translation of the RDMA WRITE being received (its whole range, made at its first
+/// packet) and the position in it. Both kept translations are used only while their MRs
+/// are still registered ([`Nic::owns`]): a receive buffer whose MR is gone ends the receive
+/// WQE in `WC_LOC_PROT_ERR` (NAK remote operational error), a WRITE target whose MR is gone
+/// is a remote access error (NAK remote access error), and nothing is written.
 #[derive(Debug, Default)]
 pub(super) struct Inbound {
     recv: Option<(u16, Data, u64)>,
     got: u64,
     pos: Pos,
-    /// Whether the message is handed over in one call (loopback): WRITE keeps `write`.
-    one_call: bool,
     /// The WRITE being received: its whole range translated, and the position in it.
     write: Option<(Data, Pos)>,
-}
-
-impl Inbound {
-    /// The state for one message handed over in one call (loopback).
-    pub(super) fn one_call() -> Self {
-        Self {
-            one_call: true,
-            ..Self::default()
-        }
-    }
-
-    /// Whether a WRITE is being received with its translation kept (loopback, after its
-    /// first packet).
-    pub(super) fn writing(&self) -> bool {
-        self.write.is_some()
-    }
 }
 
 /// A payload handed to the responder: the sender's data, the position, the length.
@@ -97,6 +77,11 @@ impl Nic {
             | packet::WRITE_MIDDLE
             | packet::WRITE_LAST
             | packet::WRITE_LAST_IMM => self.write_data(qpn, pkt, payload, inb, &gated, mem, irq),
+            // No responder resources for READs (`max_dest_rd_atomic` 0): refused. The
+            // responder answers a READ at once, in full, so it never holds more than one.
+            packet::READ_REQUEST if qp.attr.max_dest_rd_atomic == 0 => {
+                Answer::Nak(NakCode::InvalidRequest)
+            }
             packet::READ_REQUEST => {
                 let reth = pkt.reth.unwrap_or_default();
                 let len = u64::from(reth.dma_len);
@@ -154,7 +139,7 @@ impl Nic {
 
     /// Loopback: `count` consecutive `WRITE_MIDDLE` packets from QP `src` to QP `qpn`, the
     /// first with PSN `psn`, carrying `payload`'s bytes together, delivered at once after
-    /// the message's first packet kept its translation ([`Inbound::writing`]). The checks
+    /// the message's first packet kept its translation. The checks
     /// are those of each packet: the QP live, connected to `src`, expecting `psn`; a WRITE
     /// in progress with at least these bytes left. Then one copy per stretch contiguous on
     /// both sides, and `rq_psn` advances by `count`: the same outcome as `count` calls of
@@ -186,6 +171,9 @@ impl Nic {
         };
         if n > left {
             return Answer::Nak(NakCode::InvalidRequest);
+        }
+        if !self.owns(&dst) {
+            return self.access_error(qpn, mem, irq);
         }
         let gated = self.gate(mem);
         if !Self::copy(payload, &dst, &mut pos, &gated) {
@@ -222,11 +210,9 @@ impl Nic {
             return None;
         }
         if len == 0 {
-            return Some(Data::Pieces(Vec::new()));
+            return Some(Data::empty());
         }
-        self.translate(mem, rkey, qp.pdn, va, len, access)
-            .ok()
-            .map(Data::Pieces)
+        self.translate_kept(mem, rkey, qp.pdn, va, len, access).ok()
     }
 
     /// A remote access violation at QP `qpn`: `ERR`, `QP_ACCESS_ERR`, NAK.
@@ -274,7 +260,7 @@ impl Nic {
         let Some(wqe) = hw::RecvWqe::decode(&raw).filter(|w| w.num_sge <= qp.max_recv_sge) else {
             return fail(self, hw::WC_LOC_QP_OP_ERR);
         };
-        let mut pieces = Vec::new();
+        let mut data = Data::empty();
         let mut cap = 0u64;
         for i in 0..usize::from(if sges { wqe.num_sge } else { 0 }) {
             let Some(sge) = hw::Sge::decode_from(&raw, hw::RecvWqe::sge_offset(i)) else {
@@ -284,7 +270,7 @@ impl Nic {
                 continue;
             }
             let len = u64::from(sge.length);
-            match self.translate(
+            match self.translate_kept(
                 gated,
                 sge.lkey,
                 qp.pdn,
@@ -292,12 +278,12 @@ impl Nic {
                 len,
                 hw::ACCESS_LOCAL_WRITE,
             ) {
-                Ok(p) => pieces.extend(p),
+                Ok(p) => data.append(p),
                 Err(_) => return fail(self, hw::WC_LOC_PROT_ERR),
             }
             cap += len;
         }
-        Ok((index, Data::Pieces(pieces), cap))
+        Ok((index, data, cap))
     }
 
     /// Copies a packet's payload to `dst` at `pos`; false if a DMA failed.
@@ -343,7 +329,9 @@ impl Nic {
             return Answer::Nak(NakCode::InvalidRequest);
         }
         let mut pos = inb.pos;
-        if !Self::copy(payload, &dst, &mut pos, gated) {
+        // The buffers were translated at the message's first packet: used only while
+        // their MRs are still registered.
+        if !self.owns(&dst) || !Self::copy(payload, &dst, &mut pos, gated) {
             self.complete_recv(
                 qpn,
                 index,
@@ -406,7 +394,7 @@ impl Nic {
             else {
                 return self.access_error(qpn, mem, irq);
             };
-            cache = inb.one_call.then_some((whole, Pos::default()));
+            cache = Some((whole, Pos::default()));
             if let Some(q) = self.qp_mut(qpn) {
                 q.dp.write = Some((reth.va, reth.rkey, len, reth.dma_len));
             }
@@ -429,6 +417,7 @@ impl Nic {
         };
         if n > 0 {
             let moved = match cache.as_mut() {
+                Some((dst, _)) if !self.owns(dst) => return self.access_error(qpn, mem, irq),
                 Some((dst, pos)) => Self::copy(payload, dst, pos, gated),
                 None => {
                     let Some(dst) = self.remote(qpn, rkey, va, n, hw::ACCESS_REMOTE_WRITE, gated)

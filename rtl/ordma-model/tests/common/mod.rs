@@ -5,7 +5,9 @@ use std::cell::RefCell;
 
 use ordma_model::engine::Interrupts;
 
+pub mod pair;
 pub mod rig;
+pub mod rng;
 
 /// Records every MSI-X vector raised.
 #[derive(Default)]
