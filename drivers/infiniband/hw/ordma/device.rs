@@ -99,8 +99,12 @@ impl<'bound> OrdmaDevice<'bound> {
         })
     }
 
-    /// Enables the function for memory access and bus mastering, and sets the DMA mask.
+    /// Checks that the function is an ordma NIC (the ID table matches a class), enables it
+    /// for memory access and bus mastering, and sets the DMA mask.
     fn prepare(pdev: &pci::Device<Core<'_>>) -> Result {
+        if !hw::is_ordma(pdev) {
+            return Err(ENODEV);
+        }
         pdev.enable_device_mem()?;
         pdev.set_master();
         // SAFETY: probe is the only context allocating or mapping DMA for this device, and

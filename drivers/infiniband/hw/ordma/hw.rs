@@ -17,11 +17,14 @@ pub(crate) use defs::*;
 
 use kernel::pci;
 
-/// The ordma vendor ID as the PCI abstractions want it.
+/// What the PCI ID table matches: the InfiniBand-controller class, every byte of it.
 ///
-/// `pci::Vendor` offers named constants for assigned vendors only, and ordma's ID is not
-/// assigned (see [`PCI_VENDOR_ID`]).
-pub(crate) const VENDOR: pci::Vendor =
-    // SAFETY: `pci::Vendor` is `#[repr(transparent)]` over `u16` and its invariant is only
-    // that it holds a 16-bit PCI vendor ID, which `PCI_VENDOR_ID` is.
-    unsafe { core::mem::transmute::<u16, pci::Vendor>(PCI_VENDOR_ID) };
+/// The kernel's `pci::Vendor` names only vendors the PCI-SIG assigned, and ordma's ID is
+/// not one (see [`PCI_VENDOR_ID`]), so the table cannot name it; [`is_ordma`] checks the
+/// vendor and device IDs at probe.
+pub(crate) const PCI_ID: pci::DeviceId = pci::DeviceId::from_class(PCI_CLASS, 0xff_ff_ff);
+
+/// Whether `pdev` is an ordma NIC (the ID table matched its class only).
+pub(crate) fn is_ordma(pdev: &pci::Device) -> bool {
+    pdev.vendor_id().as_raw() == PCI_VENDOR_ID && pdev.device_id() == PCI_DEVICE_ID
+}
