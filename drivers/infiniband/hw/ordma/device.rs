@@ -41,9 +41,9 @@ impl<'bound> OrdmaDevice<'bound> {
         pin_init::pin_init_scope(move || {
             prepared?;
             let bar = pdev.iomap_region_sized::<{ hw::BAR0_SIZE }>(0, c"ordma")?;
-            let version = bar.read32(hw::REG_VERSION);
-            let (major, minor) = (hw::version_major(version), hw::version_minor(version));
-            if version == u32::MAX {
+            let version = bar.read(hw::regs::VERSION);
+            let (major, minor) = (version.major(), version.minor());
+            if version.into_raw() == u32::MAX {
                 dev_err!(pdev, "the NIC does not respond (reads return all ones)\n");
                 return Err(ENODEV);
             }
@@ -89,7 +89,7 @@ impl<'bound> OrdmaDevice<'bound> {
                 },
                 ib <- new_mutex!(None, "ordma_ib"),
                 _: {
-                    let registration = Self::start(nic, version).inspect_err(|_| {
+                    let registration = Self::start(nic, major, minor).inspect_err(|_| {
                         // Stop the NIC before its queues are freed.
                         nic.quiesce();
                     })?;
@@ -115,7 +115,8 @@ impl<'bound> OrdmaDevice<'bound> {
     /// Starts the queues, asks the NIC what it is, and registers the `ib_device`.
     fn start(
         nic: &Arc<Nic<'bound>>,
-        version: u32,
+        major: u16,
+        minor: u16,
     ) -> Result<ib::Registration<'bound, OrdmaIb<'bound>>> {
         let pdev = nic.pdev;
         nic.enable()?;
@@ -127,8 +128,8 @@ impl<'bound> OrdmaDevice<'bound> {
         dev_info!(
             pdev,
             "ordma NIC {}.{}: node GUID {:016x}, fw {}.{}.{}, {} port(s), max QP {}, CQ {}, MR {}, PD {}\n",
-            hw::version_major(version),
-            hw::version_minor(version),
+            major,
+            minor,
             attrs.node_guid,
             attrs.fw_version >> 32,
             (attrs.fw_version >> 16) & 0xffff,
