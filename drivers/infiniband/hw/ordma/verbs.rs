@@ -31,6 +31,7 @@ pub(crate) struct OrdmaIb<'bound> {
     pub(crate) port: hw::PortAttrs,
 }
 
+#[vtable]
 impl<'bound> ib::Driver for OrdmaIb<'bound> {
     type Module = OrdmaModule;
     const NAME: &'static CStr = c"ordma%d";
@@ -120,6 +121,10 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
     ) -> impl PinInit<Ucontext<'bound>, Error> + 'a {
         Ucontext::new(&self.nic, uctx, udata)
     }
+
+    /// Nothing to stop: ib_core zaps the context's mappings (its doorbell page) itself and
+    /// then destroys its objects through the usual verbs, on the running NIC.
+    fn disassociate_ucontext(&self, _uctx: &Ucontext<'bound>) {}
 
     fn alloc_pd<'a>(
         &'a self,

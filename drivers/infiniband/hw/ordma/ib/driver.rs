@@ -3,7 +3,7 @@
 //! What a driver implements to be an ib_core device: the [`Driver`] trait, with one
 //! associated type per object ib_core allocates for it, and the attributes it reports.
 
-use kernel::{prelude::*, ModuleMetadata};
+use kernel::{error::VTABLE_DEFAULT_ERROR, prelude::*, ModuleMetadata};
 
 use super::{
     cq::CqInit,
@@ -173,6 +173,10 @@ pub(crate) trait QpObject {
 /// ib_core, so an object's `Drop` is its destroy verb: it releases what the object holds on
 /// the hardware. If an initialiser fails, what it had initialised is dropped and ib_core
 /// frees the allocation.
+///
+/// A `#[vtable]` trait: the ops table names an optional verb (one with a default body here)
+/// only if the driver implements it.
+#[vtable]
 pub(crate) trait Driver: Sync + Sized {
     /// The module that owns the driver (`ib_device_ops.owner`): ib_core holds it while a
     /// user has the device open.
@@ -221,7 +225,11 @@ pub(crate) trait Driver: Sync + Sized {
     ) -> impl PinInit<Self::Ucontext, Error> + 'a;
     /// The device is going away under `uctx`: stop anything that would still reach the
     /// hardware through it. ib_core then destroys its objects and the context as usual.
-    fn disassociate_ucontext(&self, _uctx: &Self::Ucontext) {}
+    /// Optional: without it, ib_core holds the driver's module while a context is open and
+    /// unregistering waits for every context to close.
+    fn disassociate_ucontext(&self, _uctx: &Self::Ucontext) {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
     /// A new PD for `caller`.
     fn alloc_pd<'a>(&'a self, caller: Caller<'a, Self>) -> impl PinInit<Self::Pd, Error> + 'a;
     /// A new MR of `pd` over user memory `mem` (of the calling process, or a dma-buf), for

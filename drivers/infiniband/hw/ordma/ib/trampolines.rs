@@ -821,7 +821,11 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         dereg_mr: Some(dereg_mr::<T>),
         destroy_cq: Some(destroy_cq::<T>),
         destroy_qp: Some(destroy_qp::<T>),
-        disassociate_ucontext: Some(disassociate_ucontext::<T>),
+        disassociate_ucontext: if T::HAS_DISASSOCIATE_UCONTEXT {
+            Some(disassociate_ucontext::<T>)
+        } else {
+            None
+        },
         get_dev_fw_str: Some(get_dev_fw_str::<T>),
         get_dma_mr: Some(get_dma_mr),
         get_port_immutable: Some(get_port_immutable::<T>),
