@@ -1,32 +1,33 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Every `extern "C"` callback ib_core makes into a driver, and the ops table that names
-//! them.
+//! them: here the device's, the ports', the user contexts', mmap's and the PDs'; the CQs'
+//! and QPs' in `queues`, the MRs' in `mr`.
 //!
 //! Each trampoline turns its raw pointers into safe types once, calls the [`Driver`], and
 //! maps `Err(e)` to `e.to_errno()`; nothing else. Verbs no driver implements yet answer
 //! `-EOPNOTSUPP` (ib_core requires their presence to register a device).
+
+mod mr;
+mod queues;
 
 use core::{
     mem::{align_of, size_of, MaybeUninit},
     ptr::NonNull,
 };
 
-use kernel::{ffi, prelude::*, types::Opaque, ModuleMetadata};
+use kernel::{ffi, prelude::*, ModuleMetadata};
 
 use super::{
     bindings as b,
-    cq::{CqInit, IbCq},
-    device::{self, data},
-    driver::{
-        format_fw_version, port_desc, Caller, CqObject, Driver, MrObject, QpObject, UserCaller,
-    },
-    mr::IbMr,
+    cq::IbCq,
+    device::data,
+    driver::{format_fw_version, port_desc, Caller, Driver, UserCaller},
     pd::IbPd,
-    qp::{IbQp, QpAttr, QpAttrMask, QpInit},
+    qp::IbQp,
     ucontext::{IbUcontext, Mapping, MmapEntry, UserContext},
     udata::Udata,
-    umem::{Access, Source, UserMemory, UserPages},
+    umem::UserPages,
 };
 
 /// What `kzalloc` guarantees every allocation's alignment to be (`ARCH_KMALLOC_MINALIGN`,
@@ -345,460 +346,6 @@ unsafe fn ucontext_data<'a, T: Driver>(uctx: *mut b::ib_ucontext) -> Option<&'a 
     Some(unsafe { (*uctx.cast::<IbUcontext<T>>()).data.assume_init_ref() })
 }
 
-/// The driver's part of CQ `cq`.
-///
-/// # Safety
-///
-/// `cq` is null or a live CQ of ours (one `create_cq` set up), for `'a`.
-unsafe fn cq_data<'a, T: Driver>(cq: *mut b::ib_cq) -> Option<&'a T::Cq> {
-    if cq.is_null() {
-        return None;
-    }
-    // SAFETY: a live CQ of ours (caller), initialised by `create_cq`.
-    Some(unsafe { (*cq.cast::<IbCq<T>>()).data.assume_init_ref() })
-}
-
-/// # Safety
-///
-/// See `query_device`; `cq` is a zeroed `IbCq<T>` with ib_core's fields set, `attrs` the
-/// verb's bundle (null for a kernel caller).
-unsafe extern "C" fn create_cq<T: Driver>(
-    cq: *mut b::ib_cq,
-    attr: *const b::ib_cq_init_attr,
-    attrs: *mut b::uverbs_attr_bundle,
-) -> i32 {
-    let Some(cq_nn) = NonNull::new(cq) else {
-        return EINVAL.to_errno();
-    };
-    // SAFETY: `attrs` is null or the verb's bundle, valid for the call.
-    let (udata, uctx) = unsafe {
-        (
-            b::rust_ib_helper_attrs_driver_udata(attrs),
-            b::rust_ib_helper_attrs_ucontext(attrs),
-        )
-    };
-    // SAFETY: ib_core set `cq`'s device to one of `T`'s registered devices and passes a
-    // valid `attr`; the bundle's udata and context are valid for the call, the context one
-    // of ours that `alloc_ucontext` set up.
-    let (ib, u, uctx, init) = unsafe {
-        (
-            NonNull::new((*cq).device),
-            Udata::from_raw(udata),
-            ucontext_data::<T>(uctx),
-            CqInit {
-                cqe: (*attr).cqe,
-                flags: (*attr).flags,
-            },
-        )
-    };
-    let Some(ib) = ib else {
-        return EINVAL.to_errno();
-    };
-    // SAFETY: `ib` is registered, the verb runs in its caller's process (for a user), and
-    // `pages` does not outlive the call.
-    let (d, events, pages) = unsafe {
-        (
-            data::<T>(ib.as_ptr()),
-            device::events::<T>(ib.as_ptr()),
-            UserPages::new(ib),
-        )
-    };
-    let icq = cq.cast::<IbCq<T>>();
-    let made = match caller::<T>(u.as_ref(), uctx, &pages) {
-        // SAFETY: ib_core allocated `cq` at `size_ib_cq`, the size of an `IbCq<T>`, for
-        // this verb; it frees it where it is.
-        Ok(c) => unsafe { init_in_place(&raw mut (*icq).data, d.create_cq(c, &init)) },
-        Err(e) => Err(e),
-    };
-    if let Err(e) = made {
-        return e.to_errno();
-    }
-    // SAFETY: initialised just above.
-    let v = unsafe { (*icq).data.assume_init_ref() };
-    let num = v.num();
-    let added = i32::try_from(v.cqe()).map_err(|_| EINVAL).and_then(|cqe| {
-        // SAFETY: `cq` is ours until we return; ib_core reads `cqe` back for the caller.
-        unsafe { (*cq).cqe = cqe };
-        // SAFETY: the CQ is created, and `destroy_cq` removes it before dropping it.
-        unsafe { events.add_cq(num, cq_nn) }
-    });
-    match added {
-        Ok(()) => 0,
-        Err(e) => {
-            // SAFETY: initialised above, not yet known to anyone; ib_core frees the CQ
-            // after a failed create.
-            unsafe { (*icq).data.assume_init_drop() };
-            e.to_errno()
-        }
-    }
-}
-
-/// # Safety
-///
-/// See `query_device`; `cq` is one `create_cq` set up, destroyed once (ib_core checks
-/// that no QP uses it).
-unsafe extern "C" fn destroy_cq<T: Driver>(cq: *mut b::ib_cq, _udata: *mut b::ib_udata) -> i32 {
-    let icq = cq.cast::<IbCq<T>>();
-    // SAFETY: a live CQ of one of `T`'s devices, whose data `create_cq` initialised; once
-    // it is out of the event table no event reaches it, and ib_core destroys it once: this
-    // is the last use of its data.
-    unsafe {
-        let num = (*icq).data.assume_init_ref().num();
-        device::events::<T>((*cq).device).remove_cq(num);
-        (*icq).data.assume_init_drop();
-    }
-    0
-}
-
-/// # Safety
-///
-/// See `query_device`; `qp` is a zeroed `IbQp<T>` with ib_core's fields set (device, PD),
-/// `init` the creator's request with live CQs of ours, `udata` the verb's (null for a
-/// kernel caller).
-unsafe extern "C" fn create_qp<T: Driver>(
-    qp: *mut b::ib_qp,
-    init: *mut b::ib_qp_init_attr,
-    udata: *mut b::ib_udata,
-) -> i32 {
-    let Some(qp_nn) = NonNull::new(qp) else {
-        return EINVAL.to_errno();
-    };
-    // SAFETY: ib_core set `qp`'s device (one of `T`'s registered devices) and PD, and
-    // passes a valid `init` whose CQs are live CQs of ours (it holds references on the PD
-    // and CQs for the call); `udata` is null or valid for the call, and then the calling
-    // process's context is one of ours.
-    let (ib, pd, send_cq, recv_cq, req, u, uctx) = unsafe {
-        let pd = (*qp).pd;
-        (
-            NonNull::new((*qp).device),
-            (!pd.is_null()).then(|| (*pd.cast::<IbPd<T>>()).data.assume_init_ref()),
-            cq_data::<T>((*init).send_cq),
-            cq_data::<T>((*init).recv_cq),
-            QpInit::from_raw(&*init),
-            Udata::from_raw(udata),
-            ucontext_data::<T>(b::rust_ib_helper_udata_ucontext(udata)),
-        )
-    };
-    let (Some(ib), Some(pd), Some(send_cq), Some(recv_cq)) = (ib, pd, send_cq, recv_cq) else {
-        return EINVAL.to_errno();
-    };
-    // SAFETY: `ib` is registered, the verb runs in its caller's process (for a user), and
-    // `pages` does not outlive the call.
-    let (d, events, pages) = unsafe {
-        (
-            data::<T>(ib.as_ptr()),
-            device::events::<T>(ib.as_ptr()),
-            UserPages::new(ib),
-        )
-    };
-    let iqp = qp.cast::<IbQp<T>>();
-    let made = match caller::<T>(u.as_ref(), uctx, &pages) {
-        // SAFETY: ib_core allocated `qp` at `size_ib_qp`, the size of an `IbQp<T>`, for
-        // this verb; it frees it where it is.
-        Ok(c) => unsafe {
-            init_in_place(
-                &raw mut (*iqp).data,
-                d.create_qp(c, pd, send_cq, recv_cq, &req),
-            )
-        },
-        Err(e) => Err(e),
-    };
-    if let Err(e) = made {
-        return e.to_errno();
-    }
-    // SAFETY: initialised just above.
-    let v = unsafe { (*iqp).data.assume_init_ref() };
-    let (num, caps) = (v.qp_num(), v.caps());
-    // SAFETY: `qp` is ours until we return (ib_core publishes it after); `sq_sig_all` is
-    // the binding's field; `init` is the caller's to read back.
-    unsafe {
-        (*iqp).sq_sig_all = req.sq_sig_all;
-        (*qp).qp_num = num;
-        caps.fill(&mut (*init).cap);
-    }
-    // SAFETY: the QP is created, and `destroy_qp` removes it before dropping it.
-    match unsafe { events.add_qp(num, qp_nn) } {
-        Ok(()) => 0,
-        Err(e) => {
-            // SAFETY: initialised above, not yet known to anyone; ib_core frees the QP
-            // after a failed create.
-            unsafe { (*iqp).data.assume_init_drop() };
-            e.to_errno()
-        }
-    }
-}
-
-/// # Safety
-///
-/// See `query_device`; `qp` is a live QP of ours, `attr` valid for the call.
-unsafe extern "C" fn modify_qp<T: Driver>(
-    qp: *mut b::ib_qp,
-    attr: *mut b::ib_qp_attr,
-    mask: i32,
-    udata: *mut b::ib_udata,
-) -> i32 {
-    let mask = QpAttrMask::from_raw(mask);
-    // SAFETY: a live QP of one of `T`'s devices, whose data `create_qp` initialised and
-    // ib_core keeps until `destroy_qp`; `attr` and `udata` (or null) are valid for the call.
-    let (d, v, a, u) = unsafe {
-        (
-            data::<T>((*qp).device),
-            (*qp.cast::<IbQp<T>>()).data.assume_init_ref(),
-            QpAttr::from_raw(&*attr, mask),
-            Udata::from_raw(udata),
-        )
-    };
-    ret(a.and_then(|a| d.modify_qp(v, &a, mask, u.as_ref())))
-}
-
-/// # Safety
-///
-/// See `query_device`; `qp` is a live QP of ours, `attr` and `init` valid and zeroed.
-unsafe extern "C" fn query_qp<T: Driver>(
-    qp: *mut b::ib_qp,
-    attr: *mut b::ib_qp_attr,
-    _mask: i32,
-    init: *mut b::ib_qp_init_attr,
-) -> i32 {
-    let iqp = qp.cast::<IbQp<T>>();
-    // SAFETY: a live QP of one of `T`'s devices: `create_qp` initialised its data and set
-    // `sq_sig_all`, and ib_core keeps it until `destroy_qp`.
-    let (d, v, sq_sig_all) = unsafe {
-        (
-            data::<T>((*qp).device),
-            (*iqp).data.assume_init_ref(),
-            (*iqp).sq_sig_all,
-        )
-    };
-    // The `ib_qp` is ib_core's and it writes parts of it while the QP lives (its use
-    // count, ...): these three fields are read by value through the raw pointer, never
-    // through a reference to the whole struct.
-    // SAFETY: ib_core set them before `create_qp` and does not change them while the QP
-    // lives.
-    let (qp_type, send_cq, recv_cq) = unsafe { ((*qp).qp_type, (*qp).send_cq, (*qp).recv_cq) };
-    ret(d.query_qp(v).map(|(a, caps)| {
-        // SAFETY: `attr` and `init` are valid for the call and ours to fill.
-        let (attr, init) = unsafe { (&mut *attr, &mut *init) };
-        a.fill(attr);
-        caps.fill(&mut attr.cap);
-        caps.fill(&mut init.cap);
-        init.qp_type = qp_type;
-        init.send_cq = send_cq;
-        init.recv_cq = recv_cq;
-        init.sq_sig_type = if sq_sig_all {
-            b::ib_sig_type_IB_SIGNAL_ALL_WR
-        } else {
-            b::ib_sig_type_IB_SIGNAL_REQ_WR
-        };
-    }))
-}
-
-/// # Safety
-///
-/// See `query_device`; `qp` is one `create_qp` set up, destroyed once.
-unsafe extern "C" fn destroy_qp<T: Driver>(qp: *mut b::ib_qp, _udata: *mut b::ib_udata) -> i32 {
-    let iqp = qp.cast::<IbQp<T>>();
-    // SAFETY: a live QP of one of `T`'s devices, whose data `create_qp` initialised; once
-    // it is out of the event table no event reaches it, and ib_core destroys it once: this
-    // is the last use of its data.
-    unsafe {
-        let num = (*iqp).data.assume_init_ref().qp_num();
-        device::events::<T>((*qp).device).remove_qp(num);
-        (*iqp).data.assume_init_drop();
-    }
-    0
-}
-
-// Fast-path verbs: a user's provider runs them in its process; a driver whose create
-// verbs refuse kernel CQs and QPs never sees these called for its objects.
-/// # Safety
-///
-/// See `query_device`.
-unsafe extern "C" fn post_send(
-    _qp: *mut b::ib_qp,
-    _wr: *const b::ib_send_wr,
-    _bad: *mut *const b::ib_send_wr,
-) -> i32 {
-    EOPNOTSUPP.to_errno()
-}
-/// # Safety
-///
-/// See `query_device`.
-unsafe extern "C" fn post_recv(
-    _qp: *mut b::ib_qp,
-    _wr: *const b::ib_recv_wr,
-    _bad: *mut *const b::ib_recv_wr,
-) -> i32 {
-    EOPNOTSUPP.to_errno()
-}
-/// # Safety
-///
-/// See `query_device`.
-unsafe extern "C" fn poll_cq(_cq: *mut b::ib_cq, _n: i32, _wc: *mut b::ib_wc) -> i32 {
-    EOPNOTSUPP.to_errno()
-}
-/// # Safety
-///
-/// See `query_device`.
-unsafe extern "C" fn req_notify_cq(_cq: *mut b::ib_cq, _flags: b::ib_cq_notify_flags) -> i32 {
-    EOPNOTSUPP.to_errno()
-}
-/// `ERR_PTR(-EOPNOTSUPP)`.
-fn mr_unsupported() -> *mut b::ib_mr {
-    // CAST: the kernel's ERR_PTR encoding: a negative errno as a pointer.
-    (EOPNOTSUPP.to_errno() as isize) as *mut b::ib_mr
-}
-/// # Safety
-///
-/// See `query_device`.
-unsafe extern "C" fn get_dma_mr(_pd: *mut b::ib_pd, _access: i32) -> *mut b::ib_mr {
-    mr_unsupported()
-}
-/// # Safety
-///
-/// See `query_device`; `pd` is a live PD of ours, and the caller a verb in the context of
-/// the process whose memory `start` names.
-unsafe extern "C" fn reg_user_mr<T: Driver>(
-    pd: *mut b::ib_pd,
-    start: u64,
-    len: u64,
-    virt: u64,
-    access: i32,
-    dmah: *mut b::ib_dmah,
-    udata: *mut b::ib_udata,
-) -> *mut b::ib_mr {
-    // No DMA handles (TPH steering) yet.
-    if !dmah.is_null() {
-        return EOPNOTSUPP.to_ptr();
-    }
-    // SAFETY: `udata` is null or the verb's, valid for the call.
-    let uctx = unsafe { b::rust_ib_helper_udata_ucontext(udata) };
-    // SAFETY: `pd` is a live PD of ours, `udata` and `uctx` the verb's (or null); the memory
-    // is described on `pd`'s device (`ib`), in the calling process, for this verb.
-    unsafe {
-        reg_mr::<T>(pd, udata, uctx, |ib| {
-            UserMemory::new(
-                ib,
-                Source::Va { start },
-                len,
-                virt,
-                Access::from_raw(access),
-            )
-        })
-    }
-}
-
-/// # Safety
-///
-/// See `reg_user_mr`; `attrs` is the ioctl's attribute bundle (or null).
-unsafe extern "C" fn reg_user_mr_dmabuf<T: Driver>(
-    pd: *mut b::ib_pd,
-    offset: u64,
-    len: u64,
-    virt: u64,
-    fd: i32,
-    access: i32,
-    dmah: *mut b::ib_dmah,
-    attrs: *mut b::uverbs_attr_bundle,
-) -> *mut b::ib_mr {
-    if !dmah.is_null() {
-        return EOPNOTSUPP.to_ptr();
-    }
-    // SAFETY: `attrs` is null or the verb's bundle, valid for the call.
-    let (udata, uctx) = unsafe {
-        (
-            b::rust_ib_helper_attrs_driver_udata(attrs),
-            b::rust_ib_helper_attrs_ucontext(attrs),
-        )
-    };
-    // SAFETY: `pd` is a live PD of ours, `udata` and `uctx` the verb's (or null); the memory
-    // is described on `pd`'s device (`ib`), in the calling process (which resolves `fd`),
-    // for this verb.
-    unsafe {
-        reg_mr::<T>(pd, udata, uctx, |ib| {
-            let source = Source::DmaBuf { fd, offset };
-            UserMemory::new(ib, source, len, virt, Access::from_raw(access))
-        })
-    }
-}
-
-/// The two registration verbs' common part: the driver registers the memory `mem` makes
-/// (given `pd`'s device) inside an `IbMr<T>` the binding allocates.
-///
-/// # Safety
-///
-/// `pd` is a live PD of ours (one `alloc_pd` set up) on a registered device; `udata` is
-/// null or the verb's, valid for the call, and `uctx` then the calling process's context
-/// (one of ours); `mem` makes a `UserMemory` whose own contract the caller meets.
-unsafe fn reg_mr<'a, T: Driver>(
-    pd: *mut b::ib_pd,
-    udata: *mut b::ib_udata,
-    uctx: *mut b::ib_ucontext,
-    mem: impl FnOnce(NonNull<b::ib_device>) -> UserMemory<'a>,
-) -> *mut b::ib_mr {
-    // SAFETY: `pd`, `udata` and `uctx` as the caller guarantees; `alloc_pd` initialised the
-    // PD's data, and ib_core holds the PD for the call.
-    let (ib, pd_data, u, uctx) = unsafe {
-        (
-            NonNull::new((*pd).device),
-            (*pd.cast::<IbPd<T>>()).data.assume_init_ref(),
-            Udata::from_raw(udata),
-            ucontext_data::<T>(uctx),
-        )
-    };
-    let Some(ib) = ib else {
-        return EINVAL.to_ptr();
-    };
-    // SAFETY: `ib` is registered, the verb runs in its caller's process, and `pages` does
-    // not outlive the call.
-    let (d, pages) = unsafe { (data::<T>(ib.as_ptr()), UserPages::new(ib)) };
-    let mem = mem(ib);
-    let caller = match caller::<T>(u.as_ref(), uctx, &pages) {
-        Ok(c) => c,
-        Err(e) => return e.to_ptr(),
-    };
-    let mr = match KBox::new(
-        IbMr::<T> {
-            ib: Opaque::zeroed(),
-            data: MaybeUninit::uninit(),
-        },
-        GFP_KERNEL,
-    ) {
-        Ok(mr) => KBox::into_raw(mr),
-        Err(e) => return Error::from(e).to_ptr(),
-    };
-    let init = d.reg_user_mr(caller, pd_data, &mem);
-    // SAFETY: `mr` is a fresh allocation of ours that stays where it is until `dereg_mr`
-    // (or the error below) frees it.
-    if let Err(e) = unsafe { init_in_place(&raw mut (*mr).data, init) } {
-        // SAFETY: from `KBox::into_raw` above and not handed out; its data is uninitialised
-        // (a `MaybeUninit`, not dropped).
-        drop(unsafe { KBox::from_raw(mr) });
-        return e.to_ptr();
-    }
-    // SAFETY: `mr` is ours until ib_core gets it below; its data was initialised above.
-    unsafe {
-        let keys = (*mr).data.assume_init_ref().keys();
-        let ib_mr = (*mr).ib.get();
-        (*ib_mr).lkey = keys.lkey;
-        (*ib_mr).rkey = keys.rkey;
-        ib_mr
-    }
-}
-/// # Safety
-///
-/// See `query_device`; `mr` is one `reg_user_mr` returned, deregistered once.
-unsafe extern "C" fn dereg_mr<T: Driver>(mr: *mut b::ib_mr, _udata: *mut b::ib_udata) -> i32 {
-    // SAFETY: `mr` is the first field of an `IbMr<T>` from `KBox::into_raw` in `reg_mr`,
-    // with initialised data; ib_core deregisters it once, when nothing uses it any more.
-    // Dropping the data deregisters it from the hardware, then the allocation goes.
-    unsafe {
-        let mut mr = KBox::from_raw(mr.cast::<IbMr<T>>());
-        mr.data.assume_init_drop();
-    }
-    0
-}
-
 /// The size of ib_core object `O` with driver data after it, checked at compile time
 /// against the alignment ib_core's allocations give.
 const fn object_size<O>() -> usize {
@@ -814,35 +361,35 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         uverbs_abi_ver: T::UVERBS_ABI_VERSION,
         alloc_pd: Some(alloc_pd::<T>),
         alloc_ucontext: Some(alloc_ucontext::<T>),
-        create_cq: Some(create_cq::<T>),
-        create_qp: Some(create_qp::<T>),
+        create_cq: Some(queues::create_cq::<T>),
+        create_qp: Some(queues::create_qp::<T>),
         dealloc_pd: Some(dealloc_pd::<T>),
         dealloc_ucontext: Some(dealloc_ucontext::<T>),
-        dereg_mr: Some(dereg_mr::<T>),
-        destroy_cq: Some(destroy_cq::<T>),
-        destroy_qp: Some(destroy_qp::<T>),
+        dereg_mr: Some(mr::dereg_mr::<T>),
+        destroy_cq: Some(queues::destroy_cq::<T>),
+        destroy_qp: Some(queues::destroy_qp::<T>),
         disassociate_ucontext: if T::HAS_DISASSOCIATE_UCONTEXT {
             Some(disassociate_ucontext::<T>)
         } else {
             None
         },
         get_dev_fw_str: Some(get_dev_fw_str::<T>),
-        get_dma_mr: Some(get_dma_mr),
+        get_dma_mr: Some(mr::get_dma_mr),
         get_port_immutable: Some(get_port_immutable::<T>),
         mmap: Some(mmap::<T>),
         mmap_free: Some(mmap_free::<T>),
-        modify_qp: Some(modify_qp::<T>),
-        poll_cq: Some(poll_cq),
-        post_recv: Some(post_recv),
-        post_send: Some(post_send),
+        modify_qp: Some(queues::modify_qp::<T>),
+        poll_cq: Some(queues::poll_cq),
+        post_recv: Some(queues::post_recv),
+        post_send: Some(queues::post_send),
         query_device: Some(query_device::<T>),
         query_gid: Some(query_gid::<T>),
         query_pkey: Some(query_pkey::<T>),
         query_port: Some(query_port::<T>),
-        query_qp: Some(query_qp::<T>),
-        reg_user_mr: Some(reg_user_mr::<T>),
-        reg_user_mr_dmabuf: Some(reg_user_mr_dmabuf::<T>),
-        req_notify_cq: Some(req_notify_cq),
+        query_qp: Some(queues::query_qp::<T>),
+        reg_user_mr: Some(mr::reg_user_mr::<T>),
+        reg_user_mr_dmabuf: Some(mr::reg_user_mr_dmabuf::<T>),
+        req_notify_cq: Some(queues::req_notify_cq),
         size_ib_cq: const { object_size::<IbCq<T>>() },
         size_ib_pd: const { object_size::<IbPd<T>>() },
         size_ib_qp: const { object_size::<IbQp<T>>() },
