@@ -67,9 +67,15 @@ impl<'bound> OrdmaDevice<'bound> {
             Ok(try_pin_init!(Self {
                 nic,
                 _vectors: vectors,
-                // SAFETY: `_vectors` is initialised before this expression, lives at a pinned,
-                // stable address and is dropped after `admin_irq` (field order); the
-                // registration is never leaked.
+                // SAFETY: `irq::Registration::new` wants the registration never leaked: it is
+                // a field of this struct, dropped with it. The vector is a borrow of
+                // `_vectors` taken for `'bound`, longer than the one pin-init hands out (the
+                // kernel gives an `IrqVector` only as a borrow of its registration, and a
+                // struct cannot name a borrow of its own field): sound because `_vectors` is
+                // initialised before this field, never moves (the struct is pinned) and is
+                // dropped after `admin_irq` and `event_irq`, both by `Drop` (declaration
+                // order) and by pin-init's unwinding of a failed init (reverse order of
+                // initialisation), so the vectors outlive the handlers' `free_irq`.
                 admin_irq <- unsafe {
                     irq::Registration::new(
                         (*core::ptr::from_ref(_vectors)).index(usize::from(hw::VECTOR_ADMIN))?.into(),
