@@ -26,7 +26,7 @@ mkdir -p "$ORDMA_STATE"
 	else
 		find Kbuild drivers rtl/ordma-hw/src uapi -type f ! -name '*.o' ! -name '*.ko' \
 			! -name '*.mod' ! -name '*.mod.c' ! -name '*.cmd' ! -name '*.rmeta' \
-			! -name '*.d' ! -name modules.order ! -name Module.symvers ! -name 'bindings_generated.rs'
+			! -name '*.d' ! -name modules.order ! -name Module.symvers ! -name 'bindings_generated.rs' ! -name 'uapi_generated.rs'
 	fi
 ) >"$LIST"
 # Inside the root: /ordma/cache is $ORDMA_STATE; /ordma/kernel the variant's kernel.

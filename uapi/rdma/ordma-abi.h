@@ -2,7 +2,7 @@
 /*
  * ordma's kernel <-> provider contract: the driver-private parts of the uverbs commands
  * and responses. Documentation/uapi.md describes every field and the rules; the kernel
- * (drivers/infiniband/hw/ordma/ib/) and the provider (userspace-provider/) both generate
+ * (drivers/infiniband/hw/ordma/uapi.rs) and the provider (userspace-provider/) both generate
  * their Rust view of this file with bindgen.
  *
  * Rules (efa's): every struct is a multiple of 8 bytes, comp_mask comes first, padding is

@@ -153,7 +153,7 @@ impl AdminQueue {
         st.prod = st.prod.wrapping_add(1);
         // The entry must be visible to the NIC before the doorbell: the MMIO write orders
         // it after the coherent-memory store (writel has the needed barrier).
-        bar.write32(u32::from(st.prod), hw::REG_AQ_SQ_DB);
+        bar.write_reg(hw::regs::AQ_SQ_DB::zeroed().with_prod(st.prod));
 
         let head = st.cq_head;
         let c = match self.wait(head) {

@@ -7,18 +7,14 @@
 
 use kernel::{prelude::*, sync::Arc};
 
-use crate::{
-    hw,
-    ib::{self, uapi},
-    nic::Nic,
-    pages::NicMemory,
-    ucontext::Ucontext,
-};
+use crate::{hw, ib, nic::Nic, pages::NicMemory, uapi, ucontext::Ucontext};
 
 /// A CQ on the NIC; dropping it destroys it there.
 pub(crate) struct Cq<'bound> {
     nic: Arc<Nic<'bound>>,
     cqn: u32,
+    /// Entries the ring holds.
+    depth: u32,
     /// `None` only while being dropped.
     memory: Option<NicMemory>,
 }
@@ -41,7 +37,7 @@ impl<'bound> Cq<'bound> {
         max_cqe: u32,
         pages: &ib::UserPages<'_>,
         udata: &ib::Udata<'_>,
-    ) -> Result<(Self, ib::CqCreated)> {
+    ) -> Result<Self> {
         let cmd: uapi::CreateCqCmd = udata.read()?;
         ib::check_comp_mask(cmd.comp_mask.into(), 0)?;
         if cmd.reserved_06 != 0 || init.flags != 0 {
@@ -72,6 +68,7 @@ impl<'bound> Cq<'bound> {
         let cq = Self {
             nic: nic.clone(),
             cqn,
+            depth,
             memory: Some(memory),
         };
         udata.respond(&uapi::CreateCqResp { comp_mask: 0, cqn })?;
@@ -81,18 +78,22 @@ impl<'bound> Cq<'bound> {
             1u32 << cmd.log_cqe_size,
             uctx.db_page()
         );
-        Ok((
-            cq,
-            ib::CqCreated {
-                num: cqn,
-                cqe: depth,
-            },
-        ))
+        Ok(cq)
     }
 
     /// The NIC's number of this CQ.
     pub(crate) fn cqn(&self) -> u32 {
         self.cqn
+    }
+}
+
+impl ib::CqObject for Cq<'_> {
+    fn num(&self) -> u32 {
+        self.cqn
+    }
+
+    fn cqe(&self) -> u32 {
+        self.depth
     }
 }
 

@@ -41,9 +41,9 @@ impl<'bound> OrdmaDevice<'bound> {
         pin_init::pin_init_scope(move || {
             prepared?;
             let bar = pdev.iomap_region_sized::<{ hw::BAR0_SIZE }>(0, c"ordma")?;
-            let version = bar.read32(hw::REG_VERSION);
-            let (major, minor) = (hw::version_major(version), hw::version_minor(version));
-            if version == u32::MAX {
+            let version = bar.read(hw::regs::VERSION);
+            let (major, minor) = (version.major(), version.minor());
+            if version.into_raw() == u32::MAX {
                 dev_err!(pdev, "the NIC does not respond (reads return all ones)\n");
                 return Err(ENODEV);
             }
@@ -67,9 +67,15 @@ impl<'bound> OrdmaDevice<'bound> {
             Ok(try_pin_init!(Self {
                 nic,
                 _vectors: vectors,
-                // SAFETY: `_vectors` is initialised before this expression, lives at a pinned,
-                // stable address and is dropped after `admin_irq` (field order); the
-                // registration is never leaked.
+                // SAFETY: `irq::Registration::new` wants the registration never leaked: it is
+                // a field of this struct, dropped with it. The vector is a borrow of
+                // `_vectors` taken for `'bound`, longer than the one pin-init hands out (the
+                // kernel gives an `IrqVector` only as a borrow of its registration, and a
+                // struct cannot name a borrow of its own field): sound because `_vectors` is
+                // initialised before this field, never moves (the struct is pinned) and is
+                // dropped after `admin_irq` and `event_irq`, both by `Drop` (declaration
+                // order) and by pin-init's unwinding of a failed init (reverse order of
+                // initialisation), so the vectors outlive the handlers' `free_irq`.
                 admin_irq <- unsafe {
                     irq::Registration::new(
                         (*core::ptr::from_ref(_vectors)).index(usize::from(hw::VECTOR_ADMIN))?.into(),
@@ -89,7 +95,7 @@ impl<'bound> OrdmaDevice<'bound> {
                 },
                 ib <- new_mutex!(None, "ordma_ib"),
                 _: {
-                    let registration = Self::start(nic, version).inspect_err(|_| {
+                    let registration = Self::start(nic, major, minor).inspect_err(|_| {
                         // Stop the NIC before its queues are freed.
                         nic.quiesce();
                     })?;
@@ -99,8 +105,12 @@ impl<'bound> OrdmaDevice<'bound> {
         })
     }
 
-    /// Enables the function for memory access and bus mastering, and sets the DMA mask.
+    /// Checks that the function is an ordma NIC (the ID table matches a class), enables it
+    /// for memory access and bus mastering, and sets the DMA mask.
     fn prepare(pdev: &pci::Device<Core<'_>>) -> Result {
+        if !hw::is_ordma(pdev) {
+            return Err(ENODEV);
+        }
         pdev.enable_device_mem()?;
         pdev.set_master();
         // SAFETY: probe is the only context allocating or mapping DMA for this device, and
@@ -111,7 +121,8 @@ impl<'bound> OrdmaDevice<'bound> {
     /// Starts the queues, asks the NIC what it is, and registers the `ib_device`.
     fn start(
         nic: &Arc<Nic<'bound>>,
-        version: u32,
+        major: u16,
+        minor: u16,
     ) -> Result<ib::Registration<'bound, OrdmaIb<'bound>>> {
         let pdev = nic.pdev;
         nic.enable()?;
@@ -123,8 +134,8 @@ impl<'bound> OrdmaDevice<'bound> {
         dev_info!(
             pdev,
             "ordma NIC {}.{}: node GUID {:016x}, fw {}.{}.{}, {} port(s), max QP {}, CQ {}, MR {}, PD {}\n",
-            hw::version_major(version),
-            hw::version_minor(version),
+            major,
+            minor,
             attrs.node_guid,
             attrs.fw_version >> 32,
             (attrs.fw_version >> 16) & 0xffff,

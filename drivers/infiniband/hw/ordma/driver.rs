@@ -12,10 +12,7 @@ pub(crate) struct OrdmaDriver;
 kernel::pci_device_table!(
     PCI_TABLE,
     <OrdmaDriver as pci::Driver>::IdInfo,
-    [(
-        pci::DeviceId::from_id(hw::VENDOR, hw::PCI_DEVICE_ID as u32),
-        ()
-    )]
+    [(hw::PCI_ID, ())]
 );
 
 impl pci::Driver for OrdmaDriver {

@@ -51,7 +51,7 @@ impl Nic<'_> {
     pub(crate) fn arm_events(&self) {
         let cons = self.eq.cons.lock();
         self.bar
-            .write32(u32::from(*cons) | hw::EQ_DB_ARM, hw::REG_EQ_DB);
+            .write_reg(hw::regs::EQ_DB::zeroed().with_cons(*cons).with_arm(true));
     }
 
     /// Acts on one event: the NIC's state first, then ib_core (on a change of state),
@@ -168,7 +168,7 @@ impl irq::Handler for EventIrq<'_> {
             seen += 1;
         }
         nic.bar
-            .write32(u32::from(*cons) | hw::EQ_DB_ARM, hw::REG_EQ_DB);
+            .write_reg(hw::regs::EQ_DB::zeroed().with_cons(*cons).with_arm(true));
         if seen > 0 {
             IrqReturn::Handled
         } else {

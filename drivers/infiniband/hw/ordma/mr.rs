@@ -71,7 +71,7 @@ impl<'bound> Mr<'bound> {
         mem: &ib::UserMemory<'_>,
         page_size_cap: u64,
         udata: Option<&ib::Udata<'_>>,
-    ) -> Result<(Self, ib::MrKeys)> {
+    ) -> Result<Self> {
         if let Some(u) = udata {
             u.expect_empty()?;
         }
@@ -109,17 +109,21 @@ impl<'bound> Mr<'bound> {
             mem.start(),
             pgsz.bytes()
         );
-        Ok((
-            Self {
-                nic: nic.clone(),
-                key,
-                memory: Some(memory),
-            },
-            ib::MrKeys {
-                lkey: key,
-                rkey: key,
-            },
-        ))
+        Ok(Self {
+            nic: nic.clone(),
+            key,
+            memory: Some(memory),
+        })
+    }
+}
+
+impl ib::MrObject for Mr<'_> {
+    /// The NIC's key is both.
+    fn keys(&self) -> ib::MrKeys {
+        ib::MrKeys {
+            lkey: self.key,
+            rkey: self.key,
+        }
     }
 }
 

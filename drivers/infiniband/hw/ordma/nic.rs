@@ -18,7 +18,13 @@ use kernel::{
     time::{Delta, Instant, Monotonic},
 };
 
-use crate::{admin::AdminQueue, event::EventRing, hw, ib, pages::NicMemory};
+use crate::{
+    admin::AdminQueue,
+    event::EventRing,
+    hw::{self, regs},
+    ib,
+    pages::NicMemory,
+};
 
 /// BAR0, the control registers, at its documented size.
 pub(crate) type Bar0<'bound> = pci::Bar<'bound, { hw::BAR0_SIZE }>;
@@ -83,10 +89,11 @@ impl<'bound> Nic<'bound> {
 
     /// Resets the NIC and waits for `STATUS.READY`: it then uses no memory of ours.
     pub(crate) fn reset(&self) -> Result {
-        self.bar.write32(hw::CONTROL_RESET, hw::REG_CONTROL);
+        let bar = &self.bar;
+        bar.write_reg(regs::CONTROL::zeroed().with_command(hw::CONTROL_RESET));
         read_poll_timeout(
-            || Ok(self.bar.read32(hw::REG_STATUS)),
-            |s| s & hw::STATUS_READY != 0 && *s != u32::MAX,
+            || Ok(bar.read(regs::STATUS)),
+            |s| s.ready() && s.into_raw() != u32::MAX,
             Delta::from_millis(1),
             Delta::from_secs(2),
         )
@@ -143,21 +150,22 @@ impl<'bound> Nic<'bound> {
         // CAST: splitting 64-bit addresses into their two register words.
         let (sq, cq, eq) = (self.admin.sq_addr(), self.admin.cq_addr(), self.eq.addr());
         let bar = &self.bar;
-        bar.write32(sq as u32, hw::REG_AQ_SQ_BASE);
-        bar.write32((sq >> 32) as u32, hw::REG_AQ_SQ_BASE + 4);
-        bar.write32(cq as u32, hw::REG_AQ_CQ_BASE);
-        bar.write32((cq >> 32) as u32, hw::REG_AQ_CQ_BASE + 4);
-        bar.write32(eq as u32, hw::REG_EQ_BASE);
-        bar.write32((eq >> 32) as u32, hw::REG_EQ_BASE + 4);
-        bar.write32(crate::admin::AQ_LOG_DEPTH, hw::REG_AQ_LOG_DEPTH);
-        bar.write32(crate::event::EQ_LOG_DEPTH, hw::REG_EQ_LOG_DEPTH);
-        bar.write32(hw::CONTROL_ENABLE, hw::REG_CONTROL);
-        let status = bar.read32(hw::REG_STATUS);
-        if status & hw::STATUS_ENABLED == 0 {
+        bar.write_reg(regs::AQ_SQ_BASE_LO::zeroed().with_addr(sq as u32));
+        bar.write_reg(regs::AQ_SQ_BASE_HI::zeroed().with_addr((sq >> 32) as u32));
+        bar.write_reg(regs::AQ_CQ_BASE_LO::zeroed().with_addr(cq as u32));
+        bar.write_reg(regs::AQ_CQ_BASE_HI::zeroed().with_addr((cq >> 32) as u32));
+        bar.write_reg(regs::EQ_BASE_LO::zeroed().with_addr(eq as u32));
+        bar.write_reg(regs::EQ_BASE_HI::zeroed().with_addr((eq >> 32) as u32));
+        bar.write_reg(regs::AQ_LOG_DEPTH::zeroed().with_log_depth(crate::admin::AQ_LOG_DEPTH));
+        bar.write_reg(regs::EQ_LOG_DEPTH::zeroed().with_log_depth(crate::event::EQ_LOG_DEPTH));
+        bar.write_reg(regs::CONTROL::zeroed().with_command(hw::CONTROL_ENABLE));
+        let status = bar.read(regs::STATUS);
+        if !status.enabled() {
             dev_err!(
                 self.pdev,
-                "the NIC refused its queues: status {status:#x}, error {}\n",
-                bar.read32(hw::REG_ERROR)
+                "the NIC refused its queues: status {:#x}, error {}\n",
+                status.into_raw(),
+                bar.read(regs::ERROR).code()
             );
             return Err(EIO);
         }

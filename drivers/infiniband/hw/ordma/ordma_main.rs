@@ -17,6 +17,7 @@ mod nic;
 mod pages;
 mod pd;
 mod qp;
+mod uapi;
 mod ucontext;
 mod verbs;
 
@@ -24,7 +25,7 @@ use kernel::prelude::*;
 
 /// The module: the ib_core ABI check, then the PCI driver registration.
 #[pin_data]
-struct OrdmaModule {
+pub(crate) struct OrdmaModule {
     _abi: ib::AbiChecked,
     #[pin]
     _driver: kernel::driver::Registration<kernel::pci::Adapter<driver::OrdmaDriver>>,

@@ -4,10 +4,7 @@
 
 use kernel::{prelude::*, sync::Arc};
 
-use crate::{
-    ib::{self, uapi},
-    nic::Nic,
-};
+use crate::{ib, nic::Nic, uapi};
 
 /// A PD on the NIC; dropping it frees it there.
 pub(crate) struct Pd<'bound> {

@@ -11,15 +11,7 @@ use kernel::{
     sync::{Arc, Mutex},
 };
 
-use crate::{
-    cq::Cq,
-    hw,
-    ib::{self, uapi},
-    nic::Nic,
-    pages::NicMemory,
-    pd::Pd,
-    ucontext::Ucontext,
-};
+use crate::{cq::Cq, hw, ib, nic::Nic, pages::NicMemory, pd::Pd, uapi, ucontext::Ucontext};
 
 // The NIC's attribute mask is ib_core's (`IB_QP_*`): it is passed through unchanged.
 const _: () = {
@@ -43,14 +35,15 @@ pub(crate) struct QpLimits {
 }
 
 /// A QP on the NIC; dropping it destroys it there.
+#[pin_data(PinnedDrop)]
 pub(crate) struct Qp<'bound> {
     nic: Arc<Nic<'bound>>,
     qpn: u32,
     caps: ib::QpCaps,
     max_mtu: u8,
-    /// The state as last set or queried; the lock serialises modifies. (Boxed: ib_core's
-    /// allocation is filled by moving the QP in.)
-    state: Pin<KBox<Mutex<u8>>>,
+    /// The state as last set or queried; the lock serialises modifies.
+    #[pin]
+    state: Mutex<u8>,
     /// `None` only while being dropped.
     memory: Option<NicMemory>,
 }
@@ -96,7 +89,7 @@ fn sges(wqe: u32, base: u32, max: u32) -> u32 {
 impl<'bound> Qp<'bound> {
     /// Checks the request (type, capabilities against `limits`, the provider's rings,
     /// `uapi.md` CREATE_QP), pins the rings, creates the QP on the NIC (in `RESET`) and
-    /// answers with its number; returns the capabilities it has.
+    /// answers with its number; returns the QP's initialiser.
     ///
     /// # Errors
     ///
@@ -115,7 +108,7 @@ impl<'bound> Qp<'bound> {
         limits: &QpLimits,
         pages: &ib::UserPages<'_>,
         udata: &ib::Udata<'_>,
-    ) -> Result<(Self, u32, ib::QpCaps)> {
+    ) -> Result<impl PinInit<Self, Error> + 'bound> {
         if init.qp_type != ib::QpType::Rc || init.has_srq || init.create_flags != 0 {
             return Err(EOPNOTSUPP);
         }
@@ -198,18 +191,12 @@ impl<'bound> Qp<'bound> {
                 hw::WorkQueue::default()
             },
         };
-        let state = KBox::pin_init(new_mutex!(hw::QPS_RESET, "ordma_qp_state"), GFP_KERNEL)?;
         let (qpn, memory) = nic.create_reaching(memory, || nic.create_qp(&params))?;
-        // From here on, an error drops `qp`, which destroys it on the NIC.
-        let qp = Self {
-            nic: nic.clone(),
-            qpn,
-            caps,
-            max_mtu: limits.max_mtu,
-            state,
-            memory: Some(memory),
-        };
-        udata.respond(&uapi::CreateQpResp { comp_mask: 0, qpn })?;
+        if let Err(e) = udata.respond(&uapi::CreateQpResp { comp_mask: 0, qpn }) {
+            // Not a `Qp` yet: destroy it on the NIC here.
+            nic.destroy_reaching("QP", qpn, Some(memory), || nic.destroy_qp(qpn));
+            return Err(e);
+        }
         dev_dbg!(
             nic.pdev,
             "QP {qpn}: SQ {} x {} bytes, RQ {} x {} bytes, doorbell page {}\n",
@@ -219,7 +206,16 @@ impl<'bound> Qp<'bound> {
             if has_rq { rq.wqe_size() } else { 0 },
             uctx.db_page()
         );
-        Ok((qp, qpn, caps))
+        // Nothing below fails: the QP is never dropped half made.
+        let (nic, max_mtu) = (nic.clone(), limits.max_mtu);
+        Ok(try_pin_init!(Self {
+            nic,
+            qpn,
+            caps,
+            max_mtu,
+            state <- new_mutex!(hw::QPS_RESET, "ordma_qp_state"),
+            memory: Some(memory),
+        }? Error))
     }
 
     /// One modify: ib_core's transition table (`ib_modify_qp_is_ok`) for the state the QP is
@@ -274,11 +270,22 @@ impl<'bound> Qp<'bound> {
     }
 }
 
-impl Drop for Qp<'_> {
-    fn drop(&mut self) {
-        let memory = self.memory.take();
-        self.nic
-            .destroy_reaching("QP", self.qpn, memory, || self.nic.destroy_qp(self.qpn));
+impl ib::QpObject for Qp<'_> {
+    fn qp_num(&self) -> u32 {
+        self.qpn
+    }
+
+    fn caps(&self) -> ib::QpCaps {
+        self.caps
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for Qp<'_> {
+    fn drop(self: Pin<&mut Self>) {
+        let this = self.project();
+        let (nic, qpn) = (&*this.nic, *this.qpn);
+        nic.destroy_reaching("QP", qpn, this.memory.take(), || nic.destroy_qp(qpn));
     }
 }
 

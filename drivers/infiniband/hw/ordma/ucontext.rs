@@ -4,11 +4,7 @@
 
 use kernel::{prelude::*, sync::Arc};
 
-use crate::{
-    ib::{self, uapi},
-    nic::Nic,
-    verbs::OrdmaIb,
-};
+use crate::{ib, nic::Nic, uapi, verbs::OrdmaIb};
 
 /// A user doorbell page, held by the mmap entry that maps it: back to the pool when the
 /// context and every mapping of it are gone.

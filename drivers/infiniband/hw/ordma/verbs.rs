@@ -8,12 +8,15 @@ use kernel::{prelude::*, sync::Arc};
 
 use crate::{
     cq::Cq,
-    hw, ib,
+    hw,
+    ib::{self, PortDesc, PortProtocol},
     mr::Mr,
     nic::Nic,
     pd::Pd,
     qp::{Qp, QpLimits},
+    uapi,
     ucontext::{DoorbellPage, Ucontext},
+    OrdmaModule,
 };
 
 /// The deepest queue the NIC takes (free-running 16-bit indices).
@@ -28,7 +31,22 @@ pub(crate) struct OrdmaIb<'bound> {
     pub(crate) port: hw::PortAttrs,
 }
 
+#[vtable]
 impl<'bound> ib::Driver for OrdmaIb<'bound> {
+    type Module = OrdmaModule;
+    const NAME: &'static CStr = c"ordma%d";
+    const UVERBS_ABI_VERSION: u32 = uapi::UVERBS_ABI_VERSION;
+    const NODE_TYPE: ib::NodeType = ib::NodeType::IbCa;
+    const NUM_COMP_VECTORS: u32 = 1;
+    /// One InfiniBand port without MADs (no QP0/QP1: no subnet management or GSI traffic;
+    /// LIDs come from the NIC, `hardware.md`), one GID (the link-local one of its GUID) and
+    /// one PKey (the default, full membership).
+    const PORTS: &'static [PortDesc] = &[PortDesc {
+        protocol: PortProtocol::IbNoMad,
+        gid_tbl_len: 1,
+        pkey_tbl_len: 1,
+    }];
+
     type Ucontext = Ucontext<'bound>;
     type Pd = Pd<'bound>;
     type MmapEntry = DoorbellPage<'bound>;
@@ -40,17 +58,22 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
         let a = &self.attrs;
         Ok(ib::DeviceAttr {
             fw_ver: a.fw_version,
+            // The NIC's MRs are bounded by their page lists only.
+            max_mr_size: u64::MAX,
             page_size_cap: a.page_size_cap,
             vendor_id: u32::from(hw::PCI_VENDOR_ID),
             vendor_part_id: a.vendor_part_id,
             hw_ver: a.hw_ver,
             max_qp: a.max_qp,
             max_qp_wr: self.max_qp_wr(),
-            max_sge: a.max_sge,
+            max_send_sge: a.max_sge,
+            max_recv_sge: a.max_sge,
+            max_sge_rd: a.max_sge,
             max_cq: a.max_cq,
             max_cqe: self.max_cqe(),
             max_mr: a.max_mr,
             max_pd: a.max_pd,
+            max_pkeys: 1,
             // The NIC numbers CQs below `max_cq`, QPs from 2 below `max_qp + 2`, all in
             // 16 bits.
             cq_num_limit: a.max_cq.min(hw::MAX_QUEUE_NUM + 1),
@@ -59,13 +82,11 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
                 .saturating_add(hw::QPN_FIRST)
                 .min(hw::MAX_QUEUE_NUM + 1),
             max_qp_rd_atom: hw::QP_MAX_RD_ATOMIC.into(),
+            max_qp_init_rd_atom: hw::QP_MAX_RD_ATOMIC.into(),
         })
     }
 
-    fn query_port(&self, port: u32) -> Result<ib::PortAttr> {
-        if port != 1 {
-            return Err(EINVAL);
-        }
+    fn query_port(&self, _port: u32) -> Result<ib::PortAttr> {
         let p = &self.port;
         Ok(ib::PortAttr {
             // The live state: the NIC's port events, not the probe-time answer.
@@ -80,59 +101,83 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
         })
     }
 
-    fn port_guid(&self, _port: u32) -> u64 {
-        self.port.port_guid
+    fn query_gid(&self, _port: u32, _index: u16) -> Result<[u8; 16]> {
+        // fe80::/64 and the port's GUID.
+        let mut gid = [0u8; 16];
+        gid[..2].copy_from_slice(&[0xfe, 0x80]);
+        gid[8..].copy_from_slice(&self.port.port_guid.to_be_bytes());
+        Ok(gid)
     }
 
-    fn alloc_ucontext(
-        &self,
-        uctx: &ib::UserContext<'_, Self>,
-        udata: &ib::Udata<'_>,
-    ) -> Result<Ucontext<'bound>> {
+    fn query_pkey(&self, _port: u32, _index: u16) -> Result<u16> {
+        // The default PKey, full membership.
+        Ok(0xffff)
+    }
+
+    fn alloc_ucontext<'a>(
+        &'a self,
+        uctx: &'a ib::UserContext<'a, Self>,
+        udata: &'a ib::Udata<'a>,
+    ) -> impl PinInit<Ucontext<'bound>, Error> + 'a {
         Ucontext::new(&self.nic, uctx, udata)
     }
 
-    fn alloc_pd(&self, udata: Option<&ib::Udata<'_>>) -> Result<Pd<'bound>> {
-        Pd::new(&self.nic, udata)
+    /// Nothing to stop: ib_core zaps the context's mappings (its doorbell page) itself and
+    /// then destroys its objects through the usual verbs, on the running NIC.
+    fn disassociate_ucontext(&self, _uctx: &Ucontext<'bound>) {}
+
+    fn alloc_pd<'a>(
+        &'a self,
+        caller: ib::Caller<'a, Self>,
+    ) -> impl PinInit<Pd<'bound>, Error> + 'a {
+        Pd::new(&self.nic, caller.udata())
     }
 
-    fn reg_user_mr(
-        &self,
-        pd: &Pd<'bound>,
-        mem: &ib::UserMemory<'_>,
-        udata: Option<&ib::Udata<'_>>,
-    ) -> Result<(Mr<'bound>, ib::MrKeys)> {
-        Mr::new(&self.nic, pd, mem, self.attrs.page_size_cap, udata)
+    fn reg_user_mr<'a>(
+        &'a self,
+        caller: ib::Caller<'a, Self>,
+        pd: &'a Pd<'bound>,
+        mem: &'a ib::UserMemory<'a>,
+    ) -> impl PinInit<Mr<'bound>, Error> + 'a {
+        Mr::new(&self.nic, pd, mem, self.attrs.page_size_cap, caller.udata())
     }
 
-    fn create_cq(
-        &self,
-        uctx: &Ucontext<'bound>,
-        init: &ib::CqInit,
-        pages: &ib::UserPages<'_>,
-        udata: &ib::Udata<'_>,
-    ) -> Result<(Cq<'bound>, ib::CqCreated)> {
-        Cq::new(&self.nic, uctx, init, self.max_cqe(), pages, udata)
+    fn create_cq<'a>(
+        &'a self,
+        caller: ib::Caller<'a, Self>,
+        init: &'a ib::CqInit,
+    ) -> impl PinInit<Cq<'bound>, Error> + 'a {
+        match caller {
+            ib::Caller::User(u) => {
+                Cq::new(&self.nic, u.uctx, init, self.max_cqe(), u.pages, u.udata)
+            }
+            // A kernel CQ would need the fast path (poll, arm) in the kernel.
+            ib::Caller::Kernel => Err(EOPNOTSUPP),
+        }
     }
 
-    fn create_qp(
-        &self,
-        uctx: &Ucontext<'bound>,
-        pd: &Pd<'bound>,
-        send_cq: &Cq<'bound>,
-        recv_cq: &Cq<'bound>,
-        init: &ib::QpInit,
-        pages: &ib::UserPages<'_>,
-        udata: &ib::Udata<'_>,
-    ) -> Result<(Qp<'bound>, u32, ib::QpCaps)> {
-        let limits = QpLimits {
-            max_wr: self.max_qp_wr(),
-            max_sge: self.attrs.max_sge,
-            max_mtu: self.port.active_mtu,
-        };
-        Qp::new(
-            &self.nic, uctx, pd, send_cq, recv_cq, init, &limits, pages, udata,
-        )
+    fn create_qp<'a>(
+        &'a self,
+        caller: ib::Caller<'a, Self>,
+        pd: &'a Pd<'bound>,
+        send_cq: &'a Cq<'bound>,
+        recv_cq: &'a Cq<'bound>,
+        init: &'a ib::QpInit,
+    ) -> impl PinInit<Qp<'bound>, Error> + 'a {
+        pin_init::pin_init_scope(move || {
+            // A kernel QP would need the fast path (post, poll) in the kernel.
+            let ib::Caller::User(u) = caller else {
+                return Err(EOPNOTSUPP);
+            };
+            let limits = QpLimits {
+                max_wr: self.max_qp_wr(),
+                max_sge: self.attrs.max_sge,
+                max_mtu: self.port.active_mtu,
+            };
+            Qp::new(
+                &self.nic, u.uctx, pd, send_cq, recv_cq, init, &limits, u.pages, u.udata,
+            )
+        })
     }
 
     fn modify_qp(

@@ -35,22 +35,15 @@ mod generated {
 
 pub(super) use generated::*;
 
-/// ordma's uapi (`uapi/rdma/ordma-abi.h`): plain data, re-exported by `ib::uapi`.
-pub(crate) use generated::{
-    ordma_ibv_alloc_pd_resp, ordma_ibv_alloc_ucontext_cmd, ordma_ibv_alloc_ucontext_resp,
-    ordma_ibv_create_cq_cmd, ordma_ibv_create_cq_resp, ordma_ibv_create_qp_cmd,
-    ordma_ibv_create_qp_resp, ORDMA_DB_PAGE_SIZE,
-};
-
 /// The C compiler's view of the layouts the binding uses (helpers.c).
 pub(super) fn layout() -> &'static [usize] {
-    // SAFETY: `ordma_helper_layout` is a `const size_t[]` of `ordma_helper_layout_len`
+    // SAFETY: `rust_ib_helper_layout` is a `const size_t[]` of `rust_ib_helper_layout_len`
     // entries defined in helpers.c and linked into this module; initialised before the
     // module runs and never written.
     unsafe {
         core::slice::from_raw_parts(
-            core::ptr::addr_of!(generated::ordma_helper_layout).cast::<usize>(),
-            generated::ordma_helper_layout_len,
+            core::ptr::addr_of!(generated::rust_ib_helper_layout).cast::<usize>(),
+            generated::rust_ib_helper_layout_len,
         )
     }
 }

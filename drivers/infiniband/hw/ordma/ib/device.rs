@@ -5,15 +5,17 @@
 
 use core::{marker::PhantomData, mem::size_of, ptr::NonNull};
 
-use kernel::{device, prelude::*, sync::Arc};
+use kernel::{device, prelude::*, sync::Arc, types::Opaque};
 
 use super::{bindings as b, driver::Driver, event::EventSink, trampolines};
 
 /// An `ib_device` followed by the driver's data: ib_core allocates it in one piece
 /// (`_ib_alloc_device` with this size) and hands the `ib_device` pointer to every callback.
+/// The `ib_device` is ib_core's, which changes it while the device lives: only reached
+/// through raw pointers.
 #[repr(C)]
 pub(super) struct IbDevice<T> {
-    pub(super) ib: b::ib_device,
+    pub(super) ib: Opaque<b::ib_device>,
     pub(super) data: T,
     /// Where the device's events go (the driver's sink, attached while registered).
     pub(super) events: Arc<EventSink>,
@@ -42,7 +44,7 @@ pub(super) unsafe fn events<'a, T: Driver>(ib: *mut b::ib_device) -> &'a EventSi
     unsafe { &(*ib.cast::<IbDevice<T>>()).events }
 }
 
-/// A registered `ib_device` named `ordma%d`; dropping it unregisters (waiting for every
+/// A registered `ib_device` named after [`Driver::NAME`]; dropping it unregisters (waiting for every
 /// user ib_core knows of, and destroying what they still hold) and frees it.
 ///
 /// # Invariants
@@ -62,8 +64,8 @@ unsafe impl<T: Driver + Send> Send for Registration<'_, T> {}
 unsafe impl<T: Driver> Sync for Registration<'_, T> {}
 
 impl<'a, T: Driver + 'a> Registration<'a, T> {
-    /// Allocates and registers an InfiniBand CA with one port, DMA through `parent`, and
-    /// attaches `events` to it.
+    /// Allocates and registers a device of driver `T` (its node type, ports and name from
+    /// `T`'s constants), DMA through `parent`, and attaches `events` to it.
     ///
     /// # Errors
     ///
@@ -74,7 +76,11 @@ impl<'a, T: Driver + 'a> Registration<'a, T> {
         data: T,
         events: Arc<EventSink>,
     ) -> Result<Self> {
-        const { assert!(core::mem::align_of::<IbDevice<T>>() <= trampolines::KMALLOC_MIN_ALIGN) };
+        const {
+            assert!(core::mem::align_of::<IbDevice<T>>() <= trampolines::KMALLOC_MIN_ALIGN);
+            assert!(!T::PORTS.is_empty() && T::PORTS.len() <= u8::MAX as usize);
+            assert!(T::NUM_COMP_VECTORS >= 1 && T::NUM_COMP_VECTORS <= i32::MAX as u32);
+        };
         // Room in the event tables for every CQ and QP number the driver hands out.
         let attr = data.query_device()?;
         events.size_tables(attr.cq_num_limit, attr.qp_num_limit)?;
@@ -83,7 +89,8 @@ impl<'a, T: Driver + 'a> Registration<'a, T> {
         let ib = unsafe { b::_ib_alloc_device(size_of::<IbDevice<T>>(), &raw mut b::init_net) };
         let raw = NonNull::new(ib.cast::<IbDevice<T>>()).ok_or(ENOMEM)?;
         let p = raw.as_ptr();
-        // `device::Device` is `#[repr(transparent)]` over `struct device`.
+        // CAST: `device::Device` is `#[repr(transparent)]` over an `Opaque<struct device>`,
+        // so C may use it through a mutable pointer.
         let dma_device = core::ptr::from_ref(parent).cast::<b::device>().cast_mut();
         // SAFETY: `p` is a fresh, exclusively owned allocation of the right size and
         // alignment (asserted above, at compile time); `data` is written
@@ -91,28 +98,29 @@ impl<'a, T: Driver + 'a> Registration<'a, T> {
         unsafe {
             (&raw mut (*p).data).write(data);
             (&raw mut (*p).events).write(events.clone());
-            // CAST: the node type codes fit the `u8` field.
-            (*p).ib.node_type = b::RDMA_NODE_IB_CA as u8;
-            (*p).ib.phys_port_cnt = 1;
-            (*p).ib.num_comp_vectors = 1;
-            (*p).ib.node_guid = node_guid.to_be();
+            let ib = (*p).ib.get();
+            (*ib).node_type = T::NODE_TYPE.raw();
+            // CAST: both checked above, at compile time, to fit.
+            (*ib).phys_port_cnt = T::PORTS.len() as u32;
+            (*ib).num_comp_vectors = T::NUM_COMP_VECTORS as i32;
+            (*ib).node_guid = node_guid.to_be();
             let ops = trampolines::ops::<T>();
-            b::ib_set_device_ops(&raw mut (*p).ib, &ops);
-            // The PCI function is the parent in sysfs too (`/sys/class/infiniband/ordma0/
+            b::ib_set_device_ops(ib, &ops);
+            // The parent device is the parent in sysfs too (`/sys/class/infiniband/<name>/
             // device`: libibverbs matches providers on its modalias).
-            (*p).ib.__bindgen_anon_1.dev.parent = dma_device;
+            (*ib).__bindgen_anon_1.dev.parent = dma_device;
         }
         // SAFETY: the device is allocated and set up; `dma_device` is a bound device that
-        // outlives the registration (lifetime `'a`). The name is a NUL-terminated literal.
-        let ret = unsafe {
-            b::ib_register_device(&raw mut (*p).ib, c"ordma%d".as_char_ptr(), dma_device)
-        };
+        // outlives the registration (lifetime `'a`). The name is a NUL-terminated `'static`
+        // string (ib_core copies it).
+        let ret =
+            unsafe { b::ib_register_device((*p).ib.get(), T::NAME.as_char_ptr(), dma_device) };
         if ret != 0 {
             // SAFETY: not registered; drop the data we wrote, then free the device.
             unsafe {
                 core::ptr::drop_in_place(&raw mut (*p).data);
                 core::ptr::drop_in_place(&raw mut (*p).events);
-                b::ib_dealloc_device(&raw mut (*p).ib);
+                b::ib_dealloc_device((*p).ib.get());
             }
             return Err(Error::from_errno(ret));
         }
@@ -126,11 +134,11 @@ impl<'a, T: Driver + 'a> Registration<'a, T> {
         })
     }
 
-    /// The name ib_core gave the device (`ordma0`, ...).
+    /// The name ib_core gave the device ([`Driver::NAME`] with its number).
     pub(crate) fn name(&self) -> &CStr {
         // SAFETY: by the type invariant the device is registered; its name is a
         // NUL-terminated string in `ib.dev` that lives as long as the device.
-        unsafe { CStr::from_char_ptr((*self.raw.as_ptr()).ib.name.as_ptr().cast()) }
+        unsafe { CStr::from_char_ptr((*(*self.raw.as_ptr()).ib.get()).name.as_ptr().cast()) }
     }
 }
 
@@ -142,10 +150,10 @@ impl<T: Driver> Drop for Registration<'_, T> {
         // returns once no callback runs or can start; then `data` is ours to drop and the
         // device ours to free.
         unsafe {
-            b::ib_unregister_device(&raw mut (*p).ib);
+            b::ib_unregister_device((*p).ib.get());
             core::ptr::drop_in_place(&raw mut (*p).data);
             core::ptr::drop_in_place(&raw mut (*p).events);
-            b::ib_dealloc_device(&raw mut (*p).ib);
+            b::ib_dealloc_device((*p).ib.get());
         }
     }
 }

@@ -3,10 +3,10 @@
 //! What a driver implements to be an ib_core device: the [`Driver`] trait, with one
 //! associated type per object ib_core allocates for it, and the attributes it reports.
 
-use kernel::prelude::*;
+use kernel::{error::VTABLE_DEFAULT_ERROR, prelude::*, ModuleMetadata};
 
 use super::{
-    cq::{CqCreated, CqInit},
+    cq::CqInit,
     mr::MrKeys,
     qp::{QpAttr, QpAttrMask, QpCaps, QpInit},
     ucontext::UserContext,
@@ -35,11 +35,41 @@ pub(crate) struct PortAttr {
     pub(crate) speed: u8,
 }
 
+/// How a port speaks: the protocol and management ib_core runs on it
+/// (`ib_port_immutable.core_cap_flags` and `max_mad_size`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PortProtocol {
+    /// InfiniBand without MAD support (`RDMA_CORE_CAP_PROT_IB` alone, no MADs): no QP0 or
+    /// QP1, so ib_core's MAD layer, SMI and CM leave the port alone.
+    IbNoMad,
+}
+
+/// What ib_core must know of a port before it is used, fixed for the device's life
+/// (`get_port_immutable`), and the sizes of its tables.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PortDesc {
+    /// The port's protocol.
+    pub(crate) protocol: PortProtocol,
+    /// Entries in the GID table ([`Driver::query_gid`] answers each index below).
+    pub(crate) gid_tbl_len: u16,
+    /// Entries in the PKey table ([`Driver::query_pkey`] answers each index below).
+    pub(crate) pkey_tbl_len: u16,
+}
+
+/// The kind of node a device is (`enum rdma_node_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NodeType {
+    /// An InfiniBand channel adapter.
+    IbCa,
+}
+
 /// What the device reports, in ib_core's terms.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct DeviceAttr {
     /// Firmware version, `major << 32 | minor << 16 | patch`.
     pub(crate) fw_ver: u64,
+    /// Largest MR, in bytes.
+    pub(crate) max_mr_size: u64,
     /// Supported page sizes.
     pub(crate) page_size_cap: u64,
     /// PCI vendor ID.
@@ -52,8 +82,12 @@ pub(crate) struct DeviceAttr {
     pub(crate) max_qp: u32,
     /// Work requests per QP.
     pub(crate) max_qp_wr: u32,
-    /// Scatter/gather entries per work request.
-    pub(crate) max_sge: u32,
+    /// Scatter/gather entries per send work request.
+    pub(crate) max_send_sge: u32,
+    /// Scatter/gather entries per receive work request.
+    pub(crate) max_recv_sge: u32,
+    /// Scatter/gather entries per RDMA read work request.
+    pub(crate) max_sge_rd: u32,
     /// CQs.
     pub(crate) max_cq: u32,
     /// Entries per CQ.
@@ -62,23 +96,104 @@ pub(crate) struct DeviceAttr {
     pub(crate) max_mr: u32,
     /// PDs.
     pub(crate) max_pd: u32,
+    /// PKeys per port.
+    pub(crate) max_pkeys: u16,
     /// The driver's CQ numbers are below this.
     pub(crate) cq_num_limit: u32,
     /// The driver's QP numbers are below this.
     pub(crate) qp_num_limit: u32,
-    /// Outstanding RDMA reads and atomics per QP, as initiator and as responder.
+    /// Outstanding RDMA reads and atomics per QP, as responder.
     pub(crate) max_qp_rd_atom: u32,
+    /// Outstanding RDMA reads and atomics per QP, as initiator.
+    pub(crate) max_qp_init_rd_atom: u32,
+}
+
+/// Who asks for a new object: a user process through uverbs, or a kernel client.
+pub(crate) enum Caller<'a, T: Driver> {
+    /// A process, through uverbs: its context, its driver data and its memory.
+    User(UserCaller<'a, T>),
+    /// A kernel client (an upper-layer protocol): no context, no udata; the object's fast
+    /// path would run in the kernel.
+    Kernel,
+}
+
+/// A user process creating an object (see [`Caller::User`]).
+pub(crate) struct UserCaller<'a, T: Driver> {
+    /// The driver's part of the calling process's user context.
+    pub(crate) uctx: &'a T::Ucontext,
+    /// The command's driver data: the provider's request, and room for the response.
+    pub(crate) udata: &'a Udata<'a>,
+    /// The calling process's memory, for a queue's ring or record.
+    pub(crate) pages: &'a UserPages<'a>,
+}
+
+impl<'a, T: Driver> Caller<'a, T> {
+    /// The udata of a user caller, `None` for a kernel one.
+    pub(crate) fn udata(&self) -> Option<&'a Udata<'a>> {
+        match self {
+            Self::User(u) => Some(u.udata),
+            Self::Kernel => None,
+        }
+    }
+}
+
+/// What an MR answers once registered.
+pub(crate) trait MrObject {
+    /// The keys it answers to.
+    fn keys(&self) -> MrKeys;
+}
+
+/// What a CQ answers once created.
+pub(crate) trait CqObject {
+    /// The driver's number for the CQ: events name it ([`EventSink::cq_completion`]);
+    /// below [`DeviceAttr::cq_num_limit`].
+    ///
+    /// [`EventSink::cq_completion`]: super::EventSink::cq_completion
+    fn num(&self) -> u32;
+    /// Entries it holds (at least those asked for): the caller's `cqe`.
+    fn cqe(&self) -> u32;
+}
+
+/// What a QP answers once created.
+pub(crate) trait QpObject {
+    /// Its number (`qp_num`, its key for events); below [`DeviceAttr::qp_num_limit`].
+    fn qp_num(&self) -> u32;
+    /// The capabilities it has (at least those asked for).
+    fn caps(&self) -> QpCaps;
 }
 
 /// An ib_core device driver.
 ///
-/// ib_core allocates every object (user context, PD, and to come CQ, QP, SRQ, AH) at the
-/// size the driver declares and calls the driver to set it up (MRs, which ib_core does not
-/// allocate, the binding allocates); the binding places the
-/// driver's associated type inside that allocation, initialised in place, and drops it when
-/// ib_core destroys the object. Destroying cannot fail towards ib_core, so an object's
-/// `Drop` is its destroy verb: it releases what the object holds on the hardware.
+/// ib_core allocates every object (user context, PD, CQ, QP, and to come SRQ, AH) at the
+/// size the binding declares for it (MRs, which ib_core does not allocate, the binding
+/// allocates), and calls the driver to set it up. The driver answers with an initialiser
+/// ([`PinInit`]) of its associated type, which the binding runs in place, inside that
+/// allocation (so a driver object may hold pinned members, such as locks, directly), and
+/// drops the value when ib_core destroys the object. Destroying cannot fail towards
+/// ib_core, so an object's `Drop` is its destroy verb: it releases what the object holds on
+/// the hardware. If an initialiser fails, what it had initialised is dropped and ib_core
+/// frees the allocation.
+///
+/// A `#[vtable]` trait: the ops table names an optional verb (one with a default body here)
+/// only if the driver implements it.
+#[vtable]
 pub(crate) trait Driver: Sync + Sized {
+    /// The module that owns the driver (`ib_device_ops.owner`): ib_core holds it while a
+    /// user has the device open.
+    type Module: ModuleMetadata;
+    /// The device name ib_core makes unique with a number (`ib_register_device`'s
+    /// format, e.g. `c"foo%d"`).
+    const NAME: &'static CStr;
+    /// The uverbs ABI version of the driver's uapi (`ib_device_ops.uverbs_abi_ver`).
+    const UVERBS_ABI_VERSION: u32;
+    /// The kind of node.
+    const NODE_TYPE: NodeType;
+    /// Completion vectors (`ib_device.num_comp_vectors`, at least 1).
+    const NUM_COMP_VECTORS: u32;
+    /// The ports, in order: port `n` (1-based, as ib_core numbers them) is `PORTS[n - 1]`.
+    /// At least one.
+    const PORTS: &'static [PortDesc];
+
     /// The driver's part of a user context.
     type Ucontext: Send + Sync;
     /// The driver's part of a PD.
@@ -87,60 +202,62 @@ pub(crate) trait Driver: Sync + Sized {
     /// entry's last reference goes (the context's and every mapping's).
     type MmapEntry: Send + Sync;
     /// The driver's part of an MR.
-    type Mr: Send + Sync;
+    type Mr: MrObject + Send + Sync;
     /// The driver's part of a CQ.
-    type Cq: Send + Sync;
+    type Cq: CqObject + Send + Sync;
     /// The driver's part of a QP.
-    type Qp: Send + Sync;
+    type Qp: QpObject + Send + Sync;
 
     /// Device attributes (`query_device`).
     fn query_device(&self) -> Result<DeviceAttr>;
-    /// Attributes of `port` (1-based; ib_core checks the range).
+    /// Attributes of `port` (1-based, checked against [`Driver::PORTS`]).
     fn query_port(&self, port: u32) -> Result<PortAttr>;
-    /// The port's GUID, for GID 0 (fe80::/64 + GUID).
-    fn port_guid(&self, port: u32) -> u64;
+    /// Entry `index` of `port`'s GID table (both checked against [`Driver::PORTS`]).
+    fn query_gid(&self, port: u32, index: u16) -> Result<[u8; 16]>;
+    /// Entry `index` of `port`'s PKey table (both checked against [`Driver::PORTS`]).
+    fn query_pkey(&self, port: u32, index: u16) -> Result<u16>;
     /// A new user context; `udata` holds the provider's request and takes the response.
-    fn alloc_ucontext(
-        &self,
-        uctx: &UserContext<'_, Self>,
-        udata: &Udata<'_>,
-    ) -> Result<Self::Ucontext>;
+    /// (Only processes have contexts.)
+    fn alloc_ucontext<'a>(
+        &'a self,
+        uctx: &'a UserContext<'a, Self>,
+        udata: &'a Udata<'a>,
+    ) -> impl PinInit<Self::Ucontext, Error> + 'a;
     /// The device is going away under `uctx`: stop anything that would still reach the
     /// hardware through it. ib_core then destroys its objects and the context as usual.
-    fn disassociate_ucontext(&self, _uctx: &Self::Ucontext) {}
-    /// A new PD; `udata` is `None` for a kernel caller.
-    fn alloc_pd(&self, udata: Option<&Udata<'_>>) -> Result<Self::Pd>;
-    /// A new MR of `pd` over user memory `mem`, and its keys; `udata` is `None` for a
+    /// Optional: without it, ib_core holds the driver's module while a context is open and
+    /// unregistering waits for every context to close.
+    fn disassociate_ucontext(&self, _uctx: &Self::Ucontext) {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+    /// A new PD for `caller`.
+    fn alloc_pd<'a>(&'a self, caller: Caller<'a, Self>) -> impl PinInit<Self::Pd, Error> + 'a;
+    /// A new MR of `pd` over user memory `mem` (of the calling process, or a dma-buf), for
+    /// `caller`.
+    fn reg_user_mr<'a>(
+        &'a self,
+        caller: Caller<'a, Self>,
+        pd: &'a Self::Pd,
+        mem: &'a UserMemory<'a>,
+    ) -> impl PinInit<Self::Mr, Error> + 'a;
+    /// A new CQ for `caller`, as `init` asks.
+    fn create_cq<'a>(
+        &'a self,
+        caller: Caller<'a, Self>,
+        init: &'a CqInit,
+    ) -> impl PinInit<Self::Cq, Error> + 'a;
+    /// A new QP for `caller` on `pd`, completing to `send_cq` and `recv_cq`, as `init`
+    /// asks.
+    fn create_qp<'a>(
+        &'a self,
+        caller: Caller<'a, Self>,
+        pd: &'a Self::Pd,
+        send_cq: &'a Self::Cq,
+        recv_cq: &'a Self::Cq,
+        init: &'a QpInit,
+    ) -> impl PinInit<Self::Qp, Error> + 'a;
+    /// Modifies `qp`: the attributes `mask` names, from `attr`; `udata` is `None` for a
     /// kernel caller.
-    fn reg_user_mr(
-        &self,
-        pd: &Self::Pd,
-        mem: &UserMemory<'_>,
-        udata: Option<&Udata<'_>>,
-    ) -> Result<(Self::Mr, MrKeys)>;
-    /// A new CQ of user context `uctx`, whose memory `mem` pins; `udata` holds the
-    /// provider's request and takes the response. (Kernel CQs are not offered.)
-    fn create_cq(
-        &self,
-        uctx: &Self::Ucontext,
-        init: &CqInit,
-        mem: &UserPages<'_>,
-        udata: &Udata<'_>,
-    ) -> Result<(Self::Cq, CqCreated)>;
-    /// A new QP of user context `uctx` on `pd`, completing to `send_cq` and `recv_cq`;
-    /// its number and the capabilities it has. (Kernel QPs are not offered.)
-    #[expect(clippy::too_many_arguments)]
-    fn create_qp(
-        &self,
-        uctx: &Self::Ucontext,
-        pd: &Self::Pd,
-        send_cq: &Self::Cq,
-        recv_cq: &Self::Cq,
-        init: &QpInit,
-        mem: &UserPages<'_>,
-        udata: &Udata<'_>,
-    ) -> Result<(Self::Qp, u32, QpCaps)>;
-    /// Modifies `qp`: the attributes `mask` names, from `attr`.
     fn modify_qp(
         &self,
         qp: &Self::Qp,
@@ -157,29 +274,29 @@ impl DeviceAttr {
     pub(super) fn fill(&self, attr: &mut super::bindings::ib_device_attr, sys_image_guid: u64) {
         attr.fw_ver = self.fw_ver;
         attr.sys_image_guid = sys_image_guid;
-        attr.max_mr_size = u64::MAX;
+        attr.max_mr_size = self.max_mr_size;
         attr.page_size_cap = self.page_size_cap;
         attr.vendor_id = self.vendor_id;
         attr.vendor_part_id = self.vendor_part_id;
         attr.hw_ver = self.hw_ver;
         attr.max_qp = self.max_qp;
         attr.max_qp_wr = self.max_qp_wr;
-        attr.max_send_sge = self.max_sge;
-        attr.max_recv_sge = self.max_sge;
-        attr.max_sge_rd = self.max_sge;
+        attr.max_send_sge = self.max_send_sge;
+        attr.max_recv_sge = self.max_recv_sge;
+        attr.max_sge_rd = self.max_sge_rd;
         attr.max_cq = self.max_cq;
         attr.max_cqe = self.max_cqe;
         attr.max_mr = self.max_mr;
         attr.max_pd = self.max_pd;
-        attr.max_pkeys = 1;
+        attr.max_pkeys = self.max_pkeys;
         attr.max_qp_rd_atom = self.max_qp_rd_atom;
-        attr.max_qp_init_rd_atom = self.max_qp_rd_atom;
+        attr.max_qp_init_rd_atom = self.max_qp_init_rd_atom;
     }
 }
 
 impl PortAttr {
-    /// Fills ib_core's view.
-    pub(super) fn fill(&self, attr: &mut super::bindings::ib_port_attr) {
+    /// Fills ib_core's view of a port described by `desc`.
+    pub(super) fn fill(&self, desc: &PortDesc, attr: &mut super::bindings::ib_port_attr) {
         use super::bindings as b;
         if self.active {
             attr.state = b::ib_port_state_IB_PORT_ACTIVE;
@@ -192,13 +309,43 @@ impl PortAttr {
         }
         attr.max_mtu = b::ib_mtu::from(self.max_mtu);
         attr.active_mtu = b::ib_mtu::from(self.active_mtu);
-        attr.gid_tbl_len = 1;
-        attr.pkey_tbl_len = 1;
+        attr.gid_tbl_len = desc.gid_tbl_len.into();
+        attr.pkey_tbl_len = desc.pkey_tbl_len;
         attr.max_msg_sz = self.max_msg_sz;
         attr.lid = u32::from(self.lid);
         attr.sm_lid = u32::from(self.sm_lid);
         attr.active_width = self.width;
         attr.active_speed = u16::from(self.speed);
+    }
+}
+
+impl PortDesc {
+    /// Fills ib_core's immutable view of the port.
+    pub(super) fn fill(&self, imm: &mut super::bindings::ib_port_immutable) {
+        imm.pkey_tbl_len = self.pkey_tbl_len.into();
+        imm.gid_tbl_len = self.gid_tbl_len.into();
+        match self.protocol {
+            PortProtocol::IbNoMad => {
+                imm.core_cap_flags = super::bindings::RDMA_CORE_CAP_PROT_IB;
+                imm.max_mad_size = 0;
+            }
+        }
+    }
+}
+
+/// The description of `port` (1-based) of driver `T`, `None` if it has no such port.
+pub(super) fn port_desc<T: Driver>(port: u32) -> Option<&'static PortDesc> {
+    let i = usize::try_from(port.checked_sub(1)?).ok()?;
+    T::PORTS.get(i)
+}
+
+impl NodeType {
+    /// The `enum rdma_node_type` code.
+    pub(super) fn raw(self) -> u8 {
+        match self {
+            // CAST: the node type codes fit the `u8` field.
+            Self::IbCa => super::bindings::RDMA_NODE_IB_CA as u8,
+        }
     }
 }
 

@@ -96,8 +96,8 @@ impl EventSink {
     pub(crate) fn new() -> impl PinInit<Self> {
         // INVARIANT: `None`.
         pin_init!(Self {
-            target <- new_spinlock_irq!(None, "ordma_ib_events"),
-            objects <- new_spinlock_irq!(Objects::default(), "ordma_ib_objects"),
+            target <- new_spinlock_irq!(None, "ib_event_sink"),
+            objects <- new_spinlock_irq!(Objects::default(), "ib_event_objects"),
         })
     }
 

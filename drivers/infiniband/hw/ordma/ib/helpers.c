@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* C helpers for ordma's Rust ib/ layer; see helpers.h. */
+/* C helpers for the Rust ib/ layer; see helpers.h. */
 #include <linux/mm.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
@@ -12,7 +12,7 @@
 #define OFF(t, f) offsetof(struct t, f)
 
 /* Keep in the order of ib/mod.rs's LAYOUT table. */
-const size_t ordma_helper_layout[] = {
+const size_t rust_ib_helper_layout[] = {
 	SZ(ib_device),
 	OFF(ib_device, dev), OFF(ib_device, dev.parent),
 	OFF(ib_device, name),
@@ -93,19 +93,19 @@ const size_t ordma_helper_layout[] = {
 	OFF(ib_global_route, dgid), OFF(ib_global_route, flow_label),
 	OFF(ib_global_route, traffic_class),
 };
-const size_t ordma_helper_layout_len = ARRAY_SIZE(ordma_helper_layout);
+const size_t rust_ib_helper_layout_len = ARRAY_SIZE(rust_ib_helper_layout);
 
-bool ordma_helper_vma_exec(const struct vm_area_struct *vma)
+bool rust_ib_helper_vma_exec(const struct vm_area_struct *vma)
 {
 	return vma->vm_flags & VM_EXEC;
 }
 
-bool ordma_helper_vma_shared(const struct vm_area_struct *vma)
+bool rust_ib_helper_vma_shared(const struct vm_area_struct *vma)
 {
 	return vma->vm_flags & VM_SHARED;
 }
 
-int ordma_helper_mmap_io_noncached(struct ib_ucontext *ucontext, struct vm_area_struct *vma,
+int rust_ib_helper_mmap_io_noncached(struct ib_ucontext *ucontext, struct vm_area_struct *vma,
 				   unsigned long pfn, size_t pages,
 				   struct rdma_user_mmap_entry *entry)
 {
@@ -113,7 +113,7 @@ int ordma_helper_mmap_io_noncached(struct ib_ucontext *ucontext, struct vm_area_
 				 pgprot_noncached(vma->vm_page_prot), entry);
 }
 
-struct ib_umem *ordma_helper_umem_get(struct ib_device *dev, unsigned long addr, size_t len,
+struct ib_umem *rust_ib_helper_umem_get(struct ib_device *dev, unsigned long addr, size_t len,
 				      int access)
 {
 	struct ib_umem *umem = ib_umem_get_va(dev, addr, len, access);
@@ -123,7 +123,7 @@ struct ib_umem *ordma_helper_umem_get(struct ib_device *dev, unsigned long addr,
 	return umem;
 }
 
-struct ib_umem *ordma_helper_umem_dmabuf_get_pinned(struct ib_device *dev, unsigned long offset,
+struct ib_umem *rust_ib_helper_umem_dmabuf_get_pinned(struct ib_device *dev, unsigned long offset,
 						    size_t len, int fd, int access)
 {
 	struct ib_umem_dmabuf *umem = ib_umem_dmabuf_get_pinned(dev, offset, len, fd, access);
@@ -134,22 +134,22 @@ struct ib_umem *ordma_helper_umem_dmabuf_get_pinned(struct ib_device *dev, unsig
 	return &umem->umem;
 }
 
-struct ib_udata *ordma_helper_attrs_driver_udata(struct uverbs_attr_bundle *attrs)
+struct ib_udata *rust_ib_helper_attrs_driver_udata(struct uverbs_attr_bundle *attrs)
 {
 	return attrs ? &attrs->driver_udata : NULL;
 }
 
-struct ib_ucontext *ordma_helper_attrs_ucontext(struct uverbs_attr_bundle *attrs)
+struct ib_ucontext *rust_ib_helper_attrs_ucontext(struct uverbs_attr_bundle *attrs)
 {
 	return attrs ? attrs->context : NULL;
 }
 
-struct ib_ucontext *ordma_helper_udata_ucontext(struct ib_udata *udata)
+struct ib_ucontext *rust_ib_helper_udata_ucontext(struct ib_udata *udata)
 {
 	return udata ? rdma_udata_to_uverbs_attr_bundle(udata)->context : NULL;
 }
 
-void ordma_helper_umem_release(struct ib_umem *umem)
+void rust_ib_helper_umem_release(struct ib_umem *umem)
 {
 	struct ib_device *dev = umem->ibdev;
 
@@ -157,23 +157,23 @@ void ordma_helper_umem_release(struct ib_umem *umem)
 	put_device(&dev->dev);
 }
 
-size_t ordma_helper_umem_num_dma_blocks(struct ib_umem *umem, unsigned long pgsz)
+size_t rust_ib_helper_umem_num_dma_blocks(struct ib_umem *umem, unsigned long pgsz)
 {
 	return ib_umem_num_dma_blocks(umem, pgsz);
 }
 
-void ordma_helper_umem_block_iter_start(struct ib_block_iter *biter, struct ib_umem *umem,
+void rust_ib_helper_umem_block_iter_start(struct ib_block_iter *biter, struct ib_umem *umem,
 					unsigned long pgsz)
 {
 	__rdma_umem_block_iter_start(biter, umem, pgsz);
 }
 
-bool ordma_helper_umem_block_iter_next(struct ib_block_iter *biter)
+bool rust_ib_helper_umem_block_iter_next(struct ib_block_iter *biter)
 {
 	return __rdma_umem_block_iter_next(biter);
 }
 
-u64 ordma_helper_block_iter_dma_address(struct ib_block_iter *biter)
+u64 rust_ib_helper_block_iter_dma_address(struct ib_block_iter *biter)
 {
 	return rdma_block_iter_dma_address(biter);
 }

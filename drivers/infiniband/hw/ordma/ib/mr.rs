@@ -4,10 +4,12 @@
 //!
 //! Unlike PDs and contexts, ib_core does not allocate MRs (this kernel has no
 //! `size_ib_mr`): `reg_user_mr` returns the `ib_mr` it made. The binding allocates an
-//! [`IbMr`] (`KBox`), returns its `ib_mr` and frees it in `dereg_mr`, after dropping the
-//! driver's data.
+//! [`IbMr`] (`KBox`), initialises the driver's data in place inside it, returns its
+//! `ib_mr` and frees it in `dereg_mr`, after dropping the driver's data.
 
 use core::mem::MaybeUninit;
+
+use kernel::types::Opaque;
 
 use super::{bindings as b, driver::Driver};
 
@@ -20,10 +22,11 @@ pub(crate) struct MrKeys {
     pub(crate) rkey: u32,
 }
 
-/// An MR as the binding allocates it: the `ib_mr`, then the driver's data, initialised by
-/// `reg_user_mr` and dropped by `dereg_mr`.
+/// An MR as the binding allocates it: the `ib_mr` (ib_core's once returned: only reached
+/// through raw pointers), then the driver's data, initialised in place by `reg_user_mr`
+/// and dropped by `dereg_mr`.
 #[repr(C)]
 pub(super) struct IbMr<T: Driver> {
-    pub(super) ib: b::ib_mr,
+    pub(super) ib: Opaque<b::ib_mr>,
     pub(super) data: MaybeUninit<T::Mr>,
 }

@@ -4,12 +4,15 @@
 
 use core::mem::MaybeUninit;
 
+use kernel::types::Opaque;
+
 use super::{bindings as b, driver::Driver};
 
-/// A PD as ib_core allocates it (`size_ib_pd`): the `ib_pd`, then the driver's data,
-/// initialised by `alloc_pd` and dropped by `dealloc_pd`.
+/// A PD as ib_core allocates it (`size_ib_pd`): the `ib_pd` (ib_core's: only reached
+/// through raw pointers), then the driver's data, initialised in place by `alloc_pd` and
+/// dropped by `dealloc_pd`.
 #[repr(C)]
 pub(super) struct IbPd<T: Driver> {
-    pub(super) ib: b::ib_pd,
+    pub(super) ib: Opaque<b::ib_pd>,
     pub(super) data: MaybeUninit<T::Pd>,
 }

@@ -5,16 +5,17 @@
 
 use core::mem::MaybeUninit;
 
-use kernel::prelude::*;
+use kernel::{prelude::*, types::Opaque};
 
 use super::{bindings as b, driver::Driver};
 
-/// A QP as ib_core allocates it (`size_ib_qp`): the `ib_qp`, then the driver's data,
-/// initialised by `create_qp` and dropped by `destroy_qp`. Its number (`ib_qp.qp_num`)
-/// is its key in the device's event table.
+/// A QP as ib_core allocates it (`size_ib_qp`): the `ib_qp` (ib_core's, which it writes
+/// while the QP lives, e.g. its use count: only reached through raw pointers), then the
+/// driver's data, initialised in place by `create_qp` and dropped by `destroy_qp`. Its
+/// number (`ib_qp.qp_num`) is its key in the device's event table.
 #[repr(C)]
 pub(super) struct IbQp<T: Driver> {
-    pub(super) ib: b::ib_qp,
+    pub(super) ib: Opaque<b::ib_qp>,
     /// Every send work request completes (`IB_SIGNAL_ALL_WR`), as created.
     pub(super) sq_sig_all: bool,
     pub(super) data: MaybeUninit<T::Qp>,

@@ -5,15 +5,16 @@
 
 use core::{marker::PhantomData, mem::MaybeUninit, ptr::NonNull};
 
-use kernel::{page::PAGE_SHIFT, page::PAGE_SIZE, prelude::*};
+use kernel::{page::PAGE_SHIFT, page::PAGE_SIZE, prelude::*, types::Opaque};
 
 use super::{bindings as b, driver::Driver};
 
-/// A user context as ib_core allocates it (`size_ib_ucontext`): the `ib_ucontext`, then the
-/// driver's data, initialised by `alloc_ucontext` and dropped by `dealloc_ucontext`.
+/// A user context as ib_core allocates it (`size_ib_ucontext`): the `ib_ucontext`
+/// (ib_core's: only reached through raw pointers), then the driver's data, initialised in
+/// place by `alloc_ucontext` and dropped by `dealloc_ucontext`.
 #[repr(C)]
 pub(super) struct IbUcontext<T: Driver> {
-    pub(super) ib: b::ib_ucontext,
+    pub(super) ib: Opaque<b::ib_ucontext>,
     pub(super) data: MaybeUninit<T::Ucontext>,
 }
 
@@ -42,7 +43,7 @@ impl Mapping {
 /// gone).
 #[repr(C)]
 pub(super) struct MmapEntry<T: Driver> {
-    pub(super) rdma: b::rdma_user_mmap_entry,
+    pub(super) rdma: Opaque<b::rdma_user_mmap_entry>,
     pub(super) mapping: Mapping,
     pub(super) _data: T::MmapEntry,
 }
@@ -83,7 +84,7 @@ impl<T: Driver> UserContext<'_, T> {
     ) -> Result<MmapHandle<T>> {
         let entry = KBox::new(
             MmapEntry::<T> {
-                rdma: Default::default(),
+                rdma: Opaque::zeroed(),
                 mapping,
                 _data: data,
             },
@@ -93,7 +94,7 @@ impl<T: Driver> UserContext<'_, T> {
         // SAFETY: `raw` is a valid context (invariant); `entry` is a fresh, zero-initialised
         // `rdma_user_mmap_entry` that ib_core keeps (and hands to `mmap_free`) once inserted.
         let r = unsafe {
-            b::rdma_user_mmap_entry_insert(self.raw.as_ptr(), &raw mut (*entry).rdma, mapping.len())
+            b::rdma_user_mmap_entry_insert(self.raw.as_ptr(), (*entry).rdma.get(), mapping.len())
         };
         if r != 0 {
             // SAFETY: not inserted: still only ours, from `KBox::into_raw` above.
@@ -101,7 +102,7 @@ impl<T: Driver> UserContext<'_, T> {
             return Err(Error::from_errno(r));
         }
         // SAFETY: `entry` is live: the insertion's reference is ours until removed.
-        let key = (unsafe { (*entry).rdma.start_pgoff } as u64) << PAGE_SHIFT;
+        let key = (unsafe { (*(*entry).rdma.get()).start_pgoff } as u64) << PAGE_SHIFT;
         // INVARIANT: inserted, not removed; `NonNull` since it came from a `KBox`.
         Ok(MmapHandle {
             // SAFETY: `KBox::into_raw` never returns null.
@@ -138,6 +139,6 @@ impl<T: Driver> MmapHandle<T> {
 impl<T: Driver> Drop for MmapHandle<T> {
     fn drop(&mut self) {
         // SAFETY: inserted and not removed (invariant); this is the only removal.
-        unsafe { b::rdma_user_mmap_entry_remove(&raw mut (*self.entry.as_ptr()).rdma) };
+        unsafe { b::rdma_user_mmap_entry_remove((*self.entry.as_ptr()).rdma.get()) };
     }
 }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The driver data of uverbs commands (`struct ib_udata`), read and answered by ib_core's
-//! own rules (`include/rdma/ib_verbs.h`, "struct ib_udata"), and the uapi structs that
-//! travel in it.
+//! own rules (`include/rdma/ib_verbs.h`, "struct ib_udata"), for whatever request and
+//! response types the driver's uapi defines ([`Uapi`]).
 
 use core::{marker::PhantomData, mem::size_of, ptr::NonNull};
 
@@ -10,61 +10,21 @@ use kernel::prelude::*;
 
 use super::bindings as b;
 
-/// ordma's uapi (`uapi/rdma/ordma-abi.h`), as bindgen generated it.
-pub(crate) mod uapi {
-    pub(crate) use super::b::{
-        ordma_ibv_alloc_pd_resp as AllocPdResp, ordma_ibv_alloc_ucontext_cmd as AllocUcontextCmd,
-        ordma_ibv_alloc_ucontext_resp as AllocUcontextResp, ordma_ibv_create_cq_cmd as CreateCqCmd,
-        ordma_ibv_create_cq_resp as CreateCqResp, ordma_ibv_create_qp_cmd as CreateQpCmd,
-        ordma_ibv_create_qp_resp as CreateQpResp, ORDMA_DB_PAGE_SIZE as DB_PAGE_SIZE,
-    };
-}
-
-/// A uapi struct that travels in udata.
+/// A driver's uapi struct: a request or response that travels in udata.
+///
+/// The driver's uapi header defines them (bindgen output, typically); the driver implements
+/// this trait for each, and [`Udata::read`] and [`Udata::respond`] move them by ib_core's
+/// rules.
 ///
 /// # Safety
 ///
 /// Implementors are `#[repr(C)]` structs of integers only, with no implicit padding (the
-/// uapi names every padding byte `reserved_*`): any bytes are a valid value, and copying
-/// one to userspace discloses nothing but its fields.
+/// uapi names every padding byte): any bytes are a valid value, and copying one to
+/// userspace discloses nothing but its fields.
 pub(crate) unsafe trait Uapi: Default {
     /// The end of the fields of the struct's first ABI version: the shortest request a
     /// provider may send. Requests grow at the end; an older, shorter one is zero-extended.
     const MIN_SIZE: usize;
-}
-
-// SAFETY: generated from the uapi header: `__u32` fields only, 8 bytes.
-unsafe impl Uapi for uapi::AllocUcontextCmd {
-    // ABI version 1's one field is `comp_mask`; `reserved_04` is padding, zero if sent.
-    const MIN_SIZE: usize = core::mem::offset_of!(Self, reserved_04);
-}
-// SAFETY: generated from the uapi header: `__u32`/`__aligned_u64` fields, no padding.
-unsafe impl Uapi for uapi::AllocUcontextResp {
-    const MIN_SIZE: usize = size_of::<Self>();
-}
-// SAFETY: generated from the uapi header: `__u32` fields only, 8 bytes.
-unsafe impl Uapi for uapi::AllocPdResp {
-    const MIN_SIZE: usize = size_of::<Self>();
-}
-
-// SAFETY: generated from the uapi header: `__u32`, `__u8`, `__u16` and `__aligned_u64`
-// fields, every padding byte named, 24 bytes.
-unsafe impl Uapi for uapi::CreateCqCmd {
-    // ABI version 1 introduced every field.
-    const MIN_SIZE: usize = size_of::<Self>();
-}
-// SAFETY: generated from the uapi header: `__u32` fields only, 8 bytes.
-unsafe impl Uapi for uapi::CreateCqResp {
-    const MIN_SIZE: usize = size_of::<Self>();
-}
-// SAFETY: generated from the uapi header: `__u32`, `__u8` and `__aligned_u64` fields, no
-// padding, 24 bytes.
-unsafe impl Uapi for uapi::CreateQpCmd {
-    const MIN_SIZE: usize = size_of::<Self>();
-}
-// SAFETY: generated from the uapi header: `__u32` fields only, 8 bytes.
-unsafe impl Uapi for uapi::CreateQpResp {
-    const MIN_SIZE: usize = size_of::<Self>();
 }
 
 /// The driver data of one uverbs command.

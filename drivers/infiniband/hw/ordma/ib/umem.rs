@@ -158,14 +158,14 @@ impl UserMemory<'_> {
                 // SAFETY: `ib` is a registered device and we run in its verb (invariant),
                 // in the calling process's context, as `ib_umem_get` requires.
                 from_err_ptr(unsafe {
-                    b::ordma_helper_umem_get(self.ib.as_ptr(), addr, len, access)
+                    b::rust_ib_helper_umem_get(self.ib.as_ptr(), addr, len, access)
                 })?
             }
             Source::DmaBuf { fd, offset } => {
                 let offset = ffi::c_ulong::try_from(offset).map_err(|_| EINVAL)?;
                 // SAFETY: as above; `fd` is looked up in the calling process.
                 from_err_ptr(unsafe {
-                    b::ordma_helper_umem_dmabuf_get_pinned(
+                    b::rust_ib_helper_umem_dmabuf_get_pinned(
                         self.ib.as_ptr(),
                         offset,
                         len,
@@ -235,7 +235,7 @@ impl UserPages<'_> {
 ///
 /// # Invariants
 ///
-/// `raw` came from `ordma_helper_umem_get` or `ordma_helper_umem_dmabuf_get_pinned`, is
+/// `raw` came from `rust_ib_helper_umem_get` or `rust_ib_helper_umem_dmabuf_get_pinned`, is
 /// owned by this value and not released.
 pub(crate) struct Umem {
     raw: NonNull<b::ib_umem>,
@@ -268,7 +268,7 @@ impl Umem {
     pub(crate) fn num_dma_blocks(&self, pgsz: PageSize) -> usize {
         // CAST: `unsigned long` is 64-bit here.
         // SAFETY: a live umem (invariant); `pgsz` came from `best_page_size`.
-        unsafe { b::ordma_helper_umem_num_dma_blocks(self.raw.as_ptr(), pgsz.0 as ffi::c_ulong) }
+        unsafe { b::rust_ib_helper_umem_num_dma_blocks(self.raw.as_ptr(), pgsz.0 as ffi::c_ulong) }
     }
 
     /// The bus addresses of the memory's DMA blocks of `pgsz`, each aligned to it
@@ -279,7 +279,7 @@ impl Umem {
         // SAFETY: a live umem (invariant), `pgsz` from `best_page_size`; `iter` is ours
         // to initialise.
         unsafe {
-            b::ordma_helper_umem_block_iter_start(
+            b::rust_ib_helper_umem_block_iter_start(
                 &mut iter,
                 self.raw.as_ptr(),
                 pgsz.0 as ffi::c_ulong,
@@ -321,13 +321,13 @@ impl PageSize {
 impl Drop for Umem {
     fn drop(&mut self) {
         // SAFETY: ours and not yet released (invariant); this is the only release.
-        unsafe { b::ordma_helper_umem_release(self.raw.as_ptr()) };
+        unsafe { b::rust_ib_helper_umem_release(self.raw.as_ptr()) };
     }
 }
 
 /// An iterator over a [`Umem`]'s DMA blocks: their bus addresses.
 pub(crate) struct DmaBlocks<'a> {
-    /// Started over the umem by `ordma_helper_umem_block_iter_start`.
+    /// Started over the umem by `rust_ib_helper_umem_block_iter_start`.
     iter: b::ib_block_iter,
     _umem: PhantomData<&'a Umem>,
 }
@@ -339,8 +339,8 @@ impl Iterator for DmaBlocks<'_> {
         // SAFETY: `iter` was started over a umem that outlives `self` (`'a`); the helpers
         // step it exactly as `rdma_umem_for_each_dma_block` does.
         unsafe {
-            b::ordma_helper_umem_block_iter_next(&mut self.iter)
-                .then(|| b::ordma_helper_block_iter_dma_address(&mut self.iter))
+            b::rust_ib_helper_umem_block_iter_next(&mut self.iter)
+                .then(|| b::rust_ib_helper_block_iter_dma_address(&mut self.iter))
         }
     }
 }
