@@ -2,7 +2,8 @@
 # harness (qemu-test/vm-inner.sh).
 #   kill_nic I        ask the harness to kill NIC model I and wait until it has
 #   nic_ctl I WORDS   send a control request (link up|down, fatal [CODE], inject FAULT,
-#                     event KIND DATA [COUNT], status) to NIC model I; prints the reply line; status 0 for "ok...",
+#                     event KIND DATA [COUNT], mr KEY, status) to NIC model I; prints the
+#                     reply line; status 0 for "ok...",
 #                     1 for "error..." or no reply within 10 s
 # The caller defines fail().
 kill_nic() {

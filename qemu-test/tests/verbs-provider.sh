@@ -37,10 +37,13 @@ echo "ok: ibv_devices, ibv_devinfo -v and rdma link show both NICs as the models
 source /ordma/src/qemu-test/progs/verbs-procs.sh
 
 # Two processes at once, each with a context and 8 PDs on ordma0; each writes its doorbell
-# page (A at offset 0x10, B at 0x20). The provider exports nothing, so the NIC model's log
-# (NIC 0 runs at debug level) shows which page each one has and the PDs it allocated.
-log0=/ordma/results/nic0.log
-pds_before=$(grep -c 'PD allocated' $log0 || true)
+# page (A at offset 0x10, B at 0x20). The provider exports nothing, so the NIC model says
+# which pages were written (`doorbell-pages`) and how many PDs it holds (`status`).
+source /ordma/src/qemu-test/progs/nic-control.sh
+field() { sed -n "s/.* $2=\([0-9]*\).*/\1/p" <<<" $1 "; }
+s0=$(nic_ctl 0 status) || fail "status: $s0"
+declare -A writes0=()
+for kv in $(nic_ctl 0 doorbell-pages | sed 's/^ok//'); do writes0[${kv%=*}]=${kv#*=}; done
 spawn A ordma0 8 0x10
 spawn B ordma0 8 0x20
 a=$(report A)
@@ -55,25 +58,25 @@ for p in (a, b):
     # One doorbell page mapped, write-only, shared.
     assert p["maps"] == [[4096, "-w-s"]], f"mappings {p['maps']}"
 PY
-# The model logs each doorbell write as it drains QEMU's posted writes: give it a moment.
-db_page() {
-	local i p
-	for ((i = 0; i < 50; i++)); do
-		p=$(sed -n "s/.*doorbell write.* page=\([0-9]*\) offset=$1 len=4.*/\1/p" $log0 | tail -n1)
-		[ -n "$p" ] && { echo "$p"; return; }
-		sleep 0.1
-	done
-	fail "the NIC saw no doorbell write at offset $1"
-}
-pa=$(db_page 16)
-pb=$(db_page 32)
-echo "the NIC saw A's doorbell write on page $pa, B's on page $pb"
-[ "$pa" != "$pb" ] && [ "$pa" -ge 1 ] && [ "$pa" -lt 64 ] && [ "$pb" -ge 1 ] && [ "$pb" -lt 64 ] ||
-	fail "doorbell pages $pa and $pb: not distinct user pages"
-pdns=$(grep 'PD allocated' $log0 | tail -n +$((pds_before + 1)) | sed -n 's/.*pdn=\([0-9]*\).*/\1/p')
-[ "$(echo "$pdns" | wc -l)" = 16 ] && [ "$(echo "$pdns" | sort -u | wc -l)" = 16 ] ||
-	fail "the NIC allocated PDs [$(echo $pdns)], expected 16 distinct"
-echo "the NIC allocated PDs $(echo $pdns)"
+# The pages the NIC took new writes on, as PAGE:WRITES (QEMU posts the writes: wait for both).
+written=
+for _ in $(seq 50); do
+	written=$(for kv in $(nic_ctl 0 doorbell-pages | sed 's/^ok//'); do
+		n=$((${kv#*=} - ${writes0[${kv%=*}]:-0}))
+		[ $n = 0 ] || echo "${kv%=*}:$n"
+	done | tr '\n' ' ')
+	[ "$(wc -w <<<"$written")" -ge 2 ] && break
+	sleep 0.1
+done
+echo "the NIC took the doorbell writes on (page:writes) $written"
+read -r wa wb rest <<<"$written"
+[ -z "${rest:-}" ] && [ "${wa#*:}" = 1 ] && [ "${wb#*:}" = 1 ] && [ "${wa%:*}" -ge 1 ] && [ "${wb%:*}" -ge 1 ] &&
+	[ "${wa%:*}" -lt 64 ] && [ "${wb%:*}" -lt 64 ] ||
+	fail "not one write on each of two distinct user doorbell pages: $written"
+s1=$(nic_ctl 0 status) || fail "status: $s1"
+[ $(($(field "$s1" pds) - $(field "$s0" pds))) = 16 ] && [ $(($(field "$s1" pds_created) - $(field "$s0" pds_created))) = 16 ] ||
+	fail "the NIC holds $(($(field "$s1" pds) - $(field "$s0" pds))) new PDs, expected 16 (distinct: one table slot each)"
+echo "the NIC holds 16 more PDs"
 tell A free
 tell B free
 grep -qx closed /tmp/A.out && grep -qx closed /tmp/B.out || fail "a process did not close cleanly"
@@ -88,12 +91,13 @@ echo "ok: ordma1 gives 4 PDs, then ENOMEM"
 spawn C ordma0 3
 c=$(report C)
 echo "C: $c"
-freed_before=$(grep -c 'PD freed' /ordma/results/nic0.log || true)
+s0=$(nic_ctl 0 status) || fail "status: $s0"
 timeout 60 rmmod ordma || fail "rmmod with a live context failed"
 [ ! -e /sys/class/infiniband/ordma0 ] || fail "ordma0 still registered"
-freed_after=$(grep -c 'PD freed' /ordma/results/nic0.log || true)
-[ $((freed_after - freed_before)) = 3 ] ||
-	fail "the NIC freed $((freed_after - freed_before)) PDs at rmmod, expected 3"
+# Freed by DEALLOC_PD before the NIC's reset (a reset frees without counting).
+s1=$(nic_ctl 0 status) || fail "status: $s1"
+freed=$(($(field "$s1" pds_destroyed) - $(field "$s0" pds_destroyed)))
+[ "$freed" = 3 ] || fail "the NIC freed $freed PDs at rmmod, expected 3"
 tell C after-remove
 cat /tmp/C.out
 grep -qx 'alloc_pd errno 5' /tmp/C.out || fail "ALLOC_PD after removal is not EIO"
