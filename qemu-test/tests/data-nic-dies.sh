@@ -57,7 +57,7 @@ grep -q "status 12" /tmp/cli.out || fail "the client's error completion is not R
 kill -KILL $srv 2>/dev/null || true
 wait $srv 2>/dev/null || true
 # The client's objects were destroyed on NIC 1; the server's could not be on NIC 0.
-for _ in $(seq 100); do
+for _ in $(seq 300); do
 	[ "$(objects 1)" = "pds=0 mrs=0 cqs=0 qps=0" ] && break
 	sleep 0.2
 done

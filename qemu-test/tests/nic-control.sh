@@ -9,9 +9,9 @@ set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 . /ordma/src/qemu-test/progs/nic-control.sh
 dev=0000:00:06.0
-# Waits up to 5 s for ordma0/1 to be in state $1.
+# Waits up to 30 s for ordma0/1 to be in state $1 (the NIC's event, on a loaded machine).
 wait_state() {
-	for _ in $(seq 50); do
+	for _ in $(seq 300); do
 		rdma link show ordma0/1 | grep -q "state $1 " && return 0
 		sleep 0.1
 	done
@@ -68,7 +68,7 @@ r=$(alloc_pd)
 # fatal CODE: the driver takes the fatal event (its verbs fail with EIO); unbind/bind resets
 # the NIC.
 r=$(nic_ctl 0 fatal 5) || fail "fatal 5: $r"
-for _ in $(seq 25); do
+for _ in $(seq 300); do
 	r=$(alloc_pd)
 	[ "$r" = ok ] || break
 	sleep 0.2

@@ -74,7 +74,7 @@ s=$(nic_ctl 0 status) || fail "status: $s"
 echo "after rebind: $s"
 [[ $s == "ok link=up enabled=1 fatal=0 error=0 "* ]] || fail "the NIC did not come back after rebind"
 port=(/sys/bus/pci/devices/$dev/infiniband/*/ports/1/state)
-for _ in $(seq 50); do [ "$(cat "${port[0]}")" = "4: ACTIVE" ] && break; sleep 0.1; done
+for _ in $(seq 300); do [ "$(cat "${port[0]}")" = "4: ACTIVE" ] && break; sleep 0.1; done
 [ "$(cat "${port[0]}")" = "4: ACTIVE" ] || fail "the port is not ACTIVE after rebind (its PORT_ACTIVE event)"
 python3 $P/async_events.py ordma0 --pd >/tmp/ev2.out 2>&1 || { cat /tmp/ev2.out; fail "a new process cannot use the rebound NIC"; }
 grep -q '^done' /tmp/ev2.out || fail "a new process cannot use the rebound NIC"

@@ -25,7 +25,7 @@ echo "NIC 0: $status"
 # The write at offset 0x10 of the page reached the model on that page, which ignored and
 # counted it (no doorbell lives there).
 w0=$(field "$pages0" "$page")
-for _ in $(seq 50); do
+for _ in $(seq 300); do
 	pages=$(nic_ctl 0 doorbell-pages) || fail "doorbell-pages: $pages"
 	w=$(field "$pages" "$page")
 	[ "${w:-0}" -gt "${w0:-0}" ] && break

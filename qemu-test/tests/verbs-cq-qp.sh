@@ -51,7 +51,7 @@ echo "pages pinned: $pinned0 before, $pinned_during while the holder runs"
 kill -KILL $holder
 wait $holder 2>/dev/null || true
 after=
-for _ in $(seq 50); do
+for _ in $(seq 300); do
 	after=$(objects)
 	[ "$after" = "pds=0 mrs=0 cqs=0 qps=0" ] && break
 	sleep 0.2
@@ -67,7 +67,7 @@ for t in pd cq qp mr; do
 	fi
 done
 pinned_after=
-for _ in $(seq 50); do
+for _ in $(seq 300); do
 	pinned_after=$(pins)
 	[ $((pinned_after - pinned0)) -le $SLACK ] && break
 	sleep 0.2

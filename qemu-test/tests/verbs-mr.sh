@@ -58,7 +58,7 @@ echo "held: $during MR(s) on the NIC, $((pinned_during - pinned0)) pages pinned"
 kill -KILL $holder
 wait $holder 2>/dev/null || true
 after=
-for _ in $(seq 100); do
+for _ in $(seq 300); do
 	after=$(mrs)
 	[ "$after" = 0 ] && break
 	sleep 0.1

@@ -60,7 +60,7 @@ for p in (a, b):
 PY
 # The pages the NIC took new writes on, as PAGE:WRITES (QEMU posts the writes: wait for both).
 written=
-for _ in $(seq 50); do
+for _ in $(seq 300); do
 	written=$(for kv in $(nic_ctl 0 doorbell-pages | sed 's/^ok//'); do
 		n=$((${kv#*=} - ${writes0[${kv%=*}]:-0}))
 		[ $n = 0 ] || echo "${kv%=*}:$n"
