@@ -7,8 +7,8 @@
 # 63 contexts exhaust the doorbell pages.
 # Uses ordma0 only; NIC 1 is verbs-provider's, so the tests share one boot in make test.
 # nics: 2
-# run-args: --nic-args 0 "--log-level debug"
-# run-args: --nic-args 1 "--attr max_qp=77 --attr max_pd=4 --attr max_cq=5 --attr max_mr=6"
+# run-args: --nic-args 0 "--log-level debug --guid 0x02000000000000b0 --attr fw_ver=4.5.6 --attr max_qp=1000 --attr max_pd=1000 --attr max_cq=1000 --attr max_mr=4000 --attr max_qp_wr=4096 --attr max_cqe=32768"
+# run-args: --nic-args 1 "--guid 0x02000000000000b1 --attr max_qp=77 --attr max_pd=4 --attr max_cq=5 --attr max_mr=6"
 # debug: yes
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }

@@ -78,8 +78,8 @@ echo "ok: the killed process left no PD, MR, CQ or QP (NIC and rdma resource) an
 
 # The driver logs the CQ_ERROR the test injected for CQN 0, which no CQ has (one warning,
 # whatever its words); nothing else is an error or a warning.
-dmesg -l err,warn | grep ordma || true
-n=$(dmesg -l err,warn | grep -c ordma || true)
+dmesg -l err,warn | grep -E 'ordma [0-9a-f]{4}:' || true
+n=$(dmesg -l err,warn | grep -cE 'ordma [0-9a-f]{4}:' || true)
 [ "$n" = 1 ] || fail "$n error or warning lines from ordma, want 1 (the injected CQ error)"
 echo "ok: no driver errors in dmesg but the injected CQ error"
 echo "PASS: verbs-cq-qp"
