@@ -16,7 +16,8 @@
 //! | 5 | u8 | one more WRITE, READ or SEND on B (modulo 3) |
 //! | 6 | | both CQs polled empty |
 //!
-//! Every chunk is also run through the pure decoders ([`check_decoders`]).
+//! Every chunk is also run through the pure decoders ([`check_decoders`]); the NIC's writes
+//! while it takes the input's frames and timers are checked ([`Guard`]).
 
 use std::time::{Duration, Instant};
 
@@ -25,6 +26,7 @@ use ordma_model::engine::packet::Packet;
 use ordma_model::engine::wire::{self, Batch, Wire, ETH_LEN, ICRC_LEN, IP_LEN, UDP_LEN};
 
 use crate::common::rig::{sge, wqe, Rig, BIG_VA, CQ_LOG, SMALL_VA};
+use crate::guard::Guard;
 use crate::script::Reader;
 use crate::MAX_OPS;
 
@@ -188,12 +190,12 @@ fn exec(data: &[u8]) -> Rig {
                 let t = r.chunk(wire::MAX_FRAME);
                 check_decoders(t);
                 let f = wrap(PEER_LID, LID, t);
-                rig.nic.receive_datagram(&f, &rig.mem, &rig.irq);
+                rig.nic.receive_datagram(&f, &Guard(&rig.mem), &rig.irq);
             }
             OP_RAW => {
                 let d = r.chunk(usize::MAX);
                 check_decoders(d);
-                rig.nic.receive_datagram(d, &rig.mem, &rig.irq);
+                rig.nic.receive_datagram(d, &Guard(&rig.mem), &rig.irq);
             }
             OP_BATCH => {
                 let mut batch = Batch::default();
@@ -203,12 +205,12 @@ fn exec(data: &[u8]) -> Rig {
                     batch.push(&wrap(PEER_LID, LID, t));
                 }
                 rig.nic
-                    .receive_datagram(batch.datagram(), &rig.mem, &rig.irq);
+                    .receive_datagram(batch.datagram(), &Guard(&rig.mem), &rig.irq);
             }
             OP_TICK => {
                 let later = if r.u8() & 1 != 0 { 3600 } else { 0 };
                 let now = Instant::now() + Duration::from_secs(later);
-                rig.nic.tick(now, &rig.mem, &rig.irq);
+                rig.nic.tick(now, &Guard(&rig.mem), &rig.irq);
             }
             OP_RECV => recv(&mut rig),
             OP_REQUEST => {

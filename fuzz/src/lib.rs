@@ -11,7 +11,9 @@
 //! - [`admin::run`]: admin commands, raw admin entries, the memory they point at, BAR0
 //!   register writes.
 //!
-//! Each also checks its decoders' round trips (decode, encode, decode gives the same). The
+//! Each also checks its decoders' round trips (decode, encode, decode gives the same), and
+//! `wqe` and `frame` where the NIC writes ([`guard::Guard`]: never into memory it only
+//! reads). The
 //! input is a script of operations ([`script`]), so the checked-in seeds
 //! (`fuzz/corpus/<target>/`, made by [`seeds`] from real WQEs, frames and commands) start
 //! the search deep in the engine. The fuzz binaries (`fuzz_targets/`) only call these
@@ -33,6 +35,7 @@ mod common;
 
 pub mod admin;
 pub mod frame;
+pub mod guard;
 pub mod script;
 pub mod seeds;
 pub mod wqe;

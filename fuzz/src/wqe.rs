@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use ordma_hw as hw;
 
-use crate::common::rig::{Rig, CQ_LOG, RQ_LOG, RQ_WQE_LOG, SQ_LOG, SQ_WQE_LOG};
+use crate::common::rig::{Rig, CQ_LOG, PAGE, RQ_LOG, RQ_WQE_LOG, SQ_LOG, SQ_WQE_LOG};
+use crate::guard::Guard;
 use crate::script::Reader;
 use crate::MAX_OPS;
 
@@ -83,7 +84,9 @@ fn exec(data: &[u8]) -> Rig {
                 check_decoders(bytes);
                 put_send(&mut rig, b, bytes);
                 if flags & 1 != 0 {
-                    rig.ring_sq(if b { 'b' } else { 'a' });
+                    let q = if b { &rig.b } else { &rig.a };
+                    let v = hw::db_value(q.qpn, q.sq_pi);
+                    doorbell(&mut rig, hw::DB_SQ, v);
                 }
             }
             2 | 3 => {
@@ -95,13 +98,13 @@ fn exec(data: &[u8]) -> Rig {
                 let offset = u64::from(r.u32()) % (hw::BAR2_SIZE as u64 + 16);
                 let size = [4, 4, 4, 1, 2, 8][usize::from(r.u8() % 6)];
                 let value = r.u32();
-                rig.nic
-                    .doorbell_write(offset, size, value, &rig.mem, &rig.irq);
+                let mem = Guard(&rig.mem);
+                rig.nic.doorbell_write(offset, size, value, &mem, &rig.irq);
             }
             OP_TICK => {
                 let later = if r.u8() & 1 != 0 { 3600 } else { 0 };
                 let now = Instant::now() + Duration::from_secs(later);
-                rig.nic.tick(now, &rig.mem, &rig.irq);
+                rig.nic.tick(now, &Guard(&rig.mem), &rig.irq);
             }
             OP_POLL => {
                 for cq in ['s', 'r'] {
@@ -146,7 +149,14 @@ fn put_recv(rig: &mut Rig, b: bool, bytes: &[u8]) {
     q.rq_pi = q.rq_pi.wrapping_add(1);
     let _ = ordma_model::mem::Dma::dma_write(&rig.mem, at, &slot);
     let v = hw::db_value(q.qpn, q.rq_pi);
-    rig.db(hw::DB_RQ, v);
+    doorbell(rig, hw::DB_RQ, v);
+}
+
+/// A doorbell on the rig's page, with the NIC's writes checked ([`Guard`]).
+fn doorbell(rig: &mut Rig, reg: usize, value: u32) {
+    let off = u64::from(PAGE) * hw::DB_PAGE_SIZE as u64 + reg as u64;
+    let mem = Guard(&rig.mem);
+    rig.nic.doorbell_write(off, 4, value, &mem, &rig.irq);
 }
 
 #[cfg(test)]
