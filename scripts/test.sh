@@ -1,9 +1,10 @@
 #!/bin/bash
 # `make test`: everything: build root, test kernel, lint (rustfmt, clippy for the module and
-# the workspace), unit tests (cargo test), the module, NIC model and provider builds, the
-# kconfig check, the debug kernel (KASAN, lockdep, kmemleak, UBSAN) and its module; then the
-# VM runs, two at a time (ORDMA_VM_JOBS): the harness self-test, the VM tests
-# (qemu-test/tests/*.sh), and those marked `# debug: yes` again on the debug kernel.
+# the workspace), unit tests (cargo test), the fuzz targets (ORDMA_FUZZ_SECONDS, 25, each),
+# the module, NIC model and provider builds, the kconfig check, the debug kernel (KASAN,
+# lockdep, kmemleak, UBSAN) and its module; then the VM runs, two at a time (ORDMA_VM_JOBS):
+# the harness self-test, the VM tests (qemu-test/tests/*.sh), and those marked `# debug: yes`
+# again on the debug kernel.
 #
 # VM tests that need the same machine (same `# nics:` and `# run-args:`) and are not marked
 # `# fresh-vm: yes` run one after another in one boot (a batch, step vm-[debug-]batch<N>),
@@ -330,7 +331,7 @@ need_vm=; need_debug=
 selected host-harness-selftest "${VM_NAMES[@]}" && need_vm=1
 selected build-kernel-debug module-build-debug "${VM_DEBUG_NAMES[@]}" && need_debug=1
 [ -z "$need_debug" ] || need_vm=1
-ALL_STEPS=(build-root build-kernel lint-rustfmt lint-cargo-clippy cargo-test module-clippy model-build
+ALL_STEPS=(build-root build-kernel lint-rustfmt lint-cargo-clippy cargo-test fuzz module-clippy model-build
 	provider-build module-build host-kconfig-check host-harness-selftest "${VM_NAMES[@]}"
 	build-kernel-debug module-build-debug "${VM_DEBUG_NAMES[@]}")
 if [ -n "$FILTER" ]; then
@@ -346,6 +347,13 @@ step --show build-kernel "$ORDMA_SRC/scripts/build-kernel.sh" || { log "no test 
 	drivers/infiniband/hw/ordma/ordma_main.rs && cargo fmt --all --check' || true
 ! selected lint-cargo-clippy || step lint-cargo-clippy inroot 'cargo clippy --workspace --all-targets -- -D warnings' || true
 ! selected cargo-test || step cargo-test inroot 'cargo test --workspace' || true
+# The model's parsers under libFuzzer, ORDMA_FUZZ_SECONDS (25) per target; a crash's input is
+# kept in the step's folder (scripts/fuzz.sh).
+fuzz() {
+	mkdir -p "$TR/fuzz"
+	"$ORDMA_SRC/scripts/in-root" --results "$TR/fuzz" -- bash /ordma/src/scripts/fuzz.sh "${ORDMA_FUZZ_SECONDS:-25}"
+}
+! selected fuzz || step fuzz fuzz || true
 ! selected module-clippy || step module-clippy module_clippy || true
 # A failed model or provider build leaves the previous binaries in the target directory: the
 # VM tests must not run them (guest_ok).

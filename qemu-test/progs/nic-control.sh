@@ -2,15 +2,16 @@
 # harness (qemu-test/vm-inner.sh).
 #   kill_nic I        ask the harness to kill NIC model I and wait until it has
 #   nic_ctl I WORDS   send a control request (link up|down, fatal [CODE], inject FAULT,
-#                     event KIND DATA [COUNT], status) to NIC model I; prints the reply line; status 0 for "ok...",
-#                     1 for "error..." or no reply within 10 s
+#                     event KIND DATA [COUNT], mr KEY, status) to NIC model I; prints the
+#                     reply line; status 0 for "ok...",
+#                     1 for "error..." or no reply within 30 s
 # The caller defines fail().
 kill_nic() {
 	# Created under another name, then renamed: the harness renames the request away as
 	# soon as it sees it, which would fail a `touch` still setting the file's times.
 	: >"/ordma/results/control/.kill-nic$1.tmp"
 	mv "/ordma/results/control/.kill-nic$1.tmp" "/ordma/results/control/kill-nic$1"
-	for _ in $(seq 100); do
+	for _ in $(seq 300); do
 		[ -e "/ordma/results/control/killed-nic$1" ] && return
 		sleep 0.1
 	done
@@ -37,7 +38,7 @@ nic_ctl() {
 	# Written under another name, then renamed: the harness never reads half a request.
 	printf '%s %s\n' "$i" "$*" >"$d/.req-$id.tmp"
 	mv "$d/.req-$id.tmp" "$d/req-$id"
-	for _ in {1..100}; do
+	for _ in {1..300}; do
 		if [ -e "$d/resp-$id" ]; then
 			read -r reply <"$d/resp-$id" || true
 			rm -f "$d/resp-$id"
@@ -48,6 +49,6 @@ nic_ctl() {
 		_nic_ctl_tick
 	done
 	rm -f "$d/req-$id"
-	echo "error: no reply from the harness within 10 s"
+	echo "error: no reply from the harness within 30 s"
 	return 1
 }

@@ -431,7 +431,7 @@ def main():
         except OSError as e:
             expect_errno(what, e.errno, want)
     db = mmap.mmap(fd, 4096, flags=mmap.MAP_SHARED, prot=mmap.PROT_WRITE, offset=key)
-    # A doorbell write reaches the NIC at this context's page (the model logs it).
+    # A doorbell write reaches the NIC at this context's page (the model counts it per page).
     store32(db, 0x10, 0x600D0000 | page)
     ok(f"mmap of the doorbell page, write 0x{0x600D0000 | page:x} at offset 0x10")
     print(f"doorbell-page {page}")

@@ -1,7 +1,7 @@
 # Sourced by VM tests: verbs processes (qemu-test/progs/verbs_ctx.py hold) under the test's
 # control, each with its stdin a FIFO.
 #   spawn NAME DEV NPDS [DBOFF]  start one: open DEV, allocate NPDS PDs (and write its
-#                         doorbell page at DBOFF, which the NIC model logs)
+#                         doorbell page at DBOFF, which the NIC model counts per page)
 #   report NAME           wait for (and print) its JSON report line
 #   tell NAME CMD         send it CMD (free, after-remove), wait for it to exit 0
 # Its whole output is in /tmp/NAME.out. The caller defines fail().

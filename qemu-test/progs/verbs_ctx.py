@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """A verbs user of ordma through the real libibverbs and the ordma provider (ctypes, no
 bindings of our own): opens a device, allocates PDs, and reports what the provider
-mapped. The provider exports nothing, so what it holds (its doorbell page, the NIC's PD
-numbers) is seen from the NIC model's log by the tests, not asked of the library.
+mapped. The provider exports nothing, so what it holds (its doorbell page, the NIC's PDs)
+is seen from the NIC model's control channel by the tests, not asked of the library.
 
 Usage:
   verbs_ctx.py hold DEV NPDS [DBOFF]
       Opens DEV, allocates NPDS PDs, writes 4 bytes at offset DBOFF of the doorbell
-      mapping when DBOFF is given (the NIC model logs the page and offset), prints one
+      mapping when DBOFF is given (the NIC model counts it on its page), prints one
       JSON line (pid, the doorbell mapping from /proc/self/maps, DBOFF), then obeys lines
       on stdin:
         free          deallocate the PDs, close the device, print "closed", exit 0

@@ -68,7 +68,6 @@ ibv.ibv_dereg_mr.argtypes = [ctypes.POINTER(IbvMr)]
 libc = ctypes.CDLL(None, use_errno=True)
 libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 MADV_HUGEPAGE = 14
-MODEL_LOG = "/ordma/results/nic0.log"
 NIC_CONTROL = "/ordma/src/qemu-test/progs/nic-control.sh"
 
 
@@ -92,16 +91,15 @@ def expect_mrs(n, what):
 
 
 def nic_mr(key):
-    """(npages, page_shift, levels) the NIC was given for the MR with KEY (model log)."""
-    for _ in range(50):
-        with open(MODEL_LOG, errors="replace") as f:
-            lines = [l for l in f if "MR created" in l and f"key={key:#x} " in l + " "]
-        if lines:
-            l = lines[-1]
-            return tuple(int(re.search(rf"{k}=(\d+)", l).group(1))
-                         for k in ("npages", "page_shift", "levels"))
-        time.sleep(0.1)
-    die(f"the NIC's log has no MR with key {key:#x}")
+    """(npages, page_shift, levels) the NIC holds for the MR with KEY (the model's `mr`)."""
+    out = subprocess.run(
+        ["bash", "-c", f'fail() {{ echo "$*"; exit 1; }}; source {NIC_CONTROL}; nic_ctl 0 mr {key:#x}'],
+        capture_output=True, text=True, check=False,
+    ).stdout
+    m = [re.search(rf" {k}=(\d+)", out) for k in ("npages", "page_shift", "levels")]
+    if not all(m):
+        die(f"the NIC has no MR with key {key:#x}: {out!r}")
+    return tuple(int(x.group(1)) for x in m)
 
 
 def anon(n):

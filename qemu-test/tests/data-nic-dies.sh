@@ -1,7 +1,8 @@
 #!/bin/bash
 # VM test: a NIC dies in the middle of a transfer between two NICs. perftest's ib_write_bw
-# (1 MiB messages) runs from ordma1 (client, the requester) to ordma0 (server, the WRITEs' target); NIC 0's
-# model is killed two seconds in. Then:
+# (1 MiB messages) runs from ordma1 (client, the requester) to ordma0 (server, the WRITEs'
+# target); NIC 0's model is killed once the WRITEs run (NIC 1 took more than 10 doorbells).
+# Then:
 # - the client, on the live NIC, gets an error completion (its WRITEs are not acknowledged:
 #   the transport timer's retries run out, RETRY_EXC_ERR, status 12) and exits, no hang;
 # - the server, on the dead NIC, is killed; its QP, CQ, MR and PD cannot be destroyed on the
@@ -29,11 +30,17 @@ srv=$!
 wait_listen 19100 $srv || { cat /tmp/srv.out; fail "the ib_write_bw server did not listen"; }
 timeout 120 ib_write_bw -d ordma1 -F -s 1048576 -D 30 -p 19100 localhost >/tmp/cli.out 2>&1 &
 cli=$!
-# Two seconds of WRITEs, seen on NIC 1's doorbell count.
-d0=$(nic_ctl 1 status | sed -n 's/.* doorbells=\([0-9]*\).*/\1/p')
-sleep 2
-d1=$(nic_ctl 1 status | sed -n 's/.* doorbells=\([0-9]*\).*/\1/p')
-echo "NIC 1's doorbells in two seconds: $((d1 - d0))"
+# The transfer runs: more than 10 doorbells on NIC 1 (its WRITEs), waited for up to 60 s.
+doorbells() { nic_ctl 1 status | sed -n 's/.* doorbells=\([0-9]*\).*/\1/p'; }
+d0=$(doorbells)
+d1=$d0
+for _ in $(seq 300); do
+	d1=$(doorbells)
+	[ $((d1 - d0)) -gt 10 ] && break
+	kill -0 $cli 2>/dev/null || break
+	sleep 0.2
+done
+echo "NIC 1's doorbells since the client started: $((d1 - d0))"
 [ $((d1 - d0)) -gt 10 ] || { cat /tmp/cli.out; fail "the transfer did not run"; }
 pinned_during=$(pins)
 kill_nic 0
@@ -50,7 +57,7 @@ grep -q "status 12" /tmp/cli.out || fail "the client's error completion is not R
 kill -KILL $srv 2>/dev/null || true
 wait $srv 2>/dev/null || true
 # The client's objects were destroyed on NIC 1; the server's could not be on NIC 0.
-for _ in $(seq 100); do
+for _ in $(seq 300); do
 	[ "$(objects 1)" = "pds=0 mrs=0 cqs=0 qps=0" ] && break
 	sleep 0.2
 done
@@ -60,9 +67,7 @@ echo "server killed: $kept pages still pinned (its MR and rings on the dead NIC)
 # perftest's buffer for 1 MiB messages is at least 1 MiB: 256 pages.
 [ "$kept" -ge $((256 - SLACK)) ] || fail "the dead NIC's MR and rings were released while it could still write"
 timeout 120 sh -c "echo $nic0 >$D/unbind" || fail "unbind of the dead NIC failed or hung"
-dmesg | grep "ordma $nic0" | tail -n 5
-dmesg | grep -q "ordma $nic0: released the memory of [0-9]* object(s)" ||
-	fail "the dead NIC's objects were not released at unbind"
+# The dead NIC's objects' memory is released at unbind, once it is stopped.
 left=$(($(pins) - pinned0))
 echo "after unbind: $left pages pinned"
 [ "$left" -le $SLACK ] || fail "$left pages still pinned after unbind"

@@ -1,8 +1,8 @@
 #!/bin/bash
 # VM test: a fatal NIC error. A process writes an unknown command to the CONTROL register
 # through the PCI resource file (the NIC must answer with FATAL + ERR_BAD_REGISTER_WRITE and
-# an EVENT_FATAL). The driver logs it once from its event interrupt, marks the NIC dead and
-# tells ib_core: a process holding a context and a PD receives IBV_EVENT_DEVICE_FATAL
+# an EVENT_FATAL). The driver logs it once (one error line) from its event interrupt, marks
+# the NIC dead and tells ib_core: a process holding a context and a PD receives IBV_EVENT_DEVICE_FATAL
 # ("local catastrophic error") from ibv_get_async_event, and its next verb fails at once
 # with EIO (not after the 5 s admin timeout). Unbind then completes without a timeout, and
 # unbind/bind resets the NIC: it works again for a new process. Another process holds a CQ
@@ -49,10 +49,11 @@ ms=$(sed -n 's/^alloc_pd errno EIO \([0-9]*\) ms$/\1/p' /tmp/ev.out)
 [ "$ms" -lt 2500 ] || fail "ibv_alloc_pd took $ms ms to fail: it waited for a timeout"
 echo "ok: after FATAL, ibv_alloc_pd failed with EIO in $ms ms"
 
-dmesg | grep "ordma $dev" | tail -n 4
-[ "$(dmesg | grep -c "ordma $dev: the NIC stopped with a fatal error 3")" = 1 ] ||
-	fail "the fatal error is not logged exactly once"
-if dmesg | grep -q "ordma $dev: admin command .* timed out"; then fail "an admin command waited for a timeout"; fi
+# Told once: one error line from the driver for the fatal error (whatever its words), not
+# one per waiter or per failed verb.
+errs=$(dmesg -l err | grep -c "ordma $dev: " || true)
+dmesg -l err | grep "ordma $dev: " || true
+[ "$errs" = 1 ] || fail "the driver logged $errs error lines for one fatal error, want 1"
 
 kill -KILL $qp_holder
 wait $qp_holder 2>/dev/null || true
@@ -63,13 +64,18 @@ echo "the CQ/QP holder killed on the dead NIC: $kept pages still pinned"
 t0=$(date +%s%N)
 echo $dev >$D/unbind
 echo "unbind of the dead NIC took $((($(date +%s%N) - t0) / 1000000)) ms"
-dmesg | grep -q "ordma $dev: released the memory of 2 object(s)" ||
-	fail "the CQ and QP were not released at unbind"
+# The CQ's and QP's memory was released at unbind.
 left=$(($(pins) - pinned0))
 echo "after unbind: $left pages pinned"
 [ "$left" -le $SLACK ] || fail "$left pages still pinned after unbind"
 echo $dev >$D/bind
-[ "$(dmesg | grep -c "ordma $dev: port 1 ACTIVE")" = 2 ] || fail "the NIC did not come back after rebind"
+source $P/nic-control.sh
+s=$(nic_ctl 0 status) || fail "status: $s"
+echo "after rebind: $s"
+[[ $s == "ok link=up enabled=1 fatal=0 error=0 "* ]] || fail "the NIC did not come back after rebind"
+port=(/sys/bus/pci/devices/$dev/infiniband/*/ports/1/state)
+for _ in $(seq 300); do [ "$(cat "${port[0]}")" = "4: ACTIVE" ] && break; sleep 0.1; done
+[ "$(cat "${port[0]}")" = "4: ACTIVE" ] || fail "the port is not ACTIVE after rebind (its PORT_ACTIVE event)"
 python3 $P/async_events.py ordma0 --pd >/tmp/ev2.out 2>&1 || { cat /tmp/ev2.out; fail "a new process cannot use the rebound NIC"; }
 grep -q '^done' /tmp/ev2.out || fail "a new process cannot use the rebound NIC"
 echo "ok: rebound NIC works for a new process"

@@ -1,28 +1,43 @@
 #!/bin/bash
 # VM test: two ordma NICs (two model processes) are listed by lspci and both are probed:
-# reset, version, queues, MSI-X and a QUERY_DEVICE admin command answered by each model
-# (the node GUID in the log is the model's, which differs per NIC). The event queue works:
-# NIC 0's link is up and its PORT_ACTIVE event arrives; NIC 1's model runs with its link
-# down, so no such event comes from it.
+# reset, version, queues, MSI-X, and QUERY_DEVICE and QUERY_PORT answered by each model:
+# each ib_device shows its own model's node GUID, firmware version and max QP (all set on
+# the models' command lines, so no default is assumed), and its port the LID, state and MTU
+# that model reports. The event queue works: NIC 0's link is up, so it posts its
+# PORT_ACTIVE event, which arrives as an MSI-X event interrupt; NIC 1's model runs with its
+# link down and posts none.
 # nics: 2
-# run-args: --nic-args 1 "--link down"
+# run-args: --nic-args 0 "--guid 0x02000000000000a0 --attr fw_ver=3.14.15 --attr max_qp=1000"
+# run-args: --nic-args 1 "--link down --guid 0x02000000000000a1 --attr fw_ver=2.7.1 --attr max_qp=900"
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
+source /ordma/src/qemu-test/progs/nic-control.sh
 lspci -nn -d 4f52:0001
 [ "$(lspci -n -d 4f52:0001 | wc -l)" = 2 ] || fail "lspci does not list two ordma functions"
 lspci -n -d 4f52:0001 | grep -q ' 0207: ' || fail "class is not InfiniBand controller"
-dmesg | grep 'ordma 0000' || true
-for guid in 0200000000000000 0200000000000001; do
-	dmesg | grep -q "ordma NIC 1.1: node GUID $guid, fw 0.1.0, 1 port(s), max QP 1024" ||
-		fail "no probe message with the model's attributes for GUID $guid"
-done
-# QUERY_PORT: LID = index + 1, state 4 (ACTIVE) with the link up, 1 (DOWN) without.
-dmesg | grep -q 'ordma 0000:00:06.0: port 1: LID 1, state 4, MTU code 5, GUID 0200000000000000' ||
-	fail "NIC 0: QUERY_PORT result not as the model reports it"
-dmesg | grep -q 'ordma 0000:00:07.0: port 1: LID 2, state 1, MTU code 5, GUID 0200000000000001' ||
-	fail "NIC 1: QUERY_PORT result not as the model reports it"
-dmesg | grep -q 'ordma 0000:00:06.0: port 1 ACTIVE' || fail "no PORT_ACTIVE event from NIC 0"
-if dmesg | grep -q 'ordma 0000:00:07.0: port 1 ACTIVE'; then fail "NIC 1's link is down, yet ACTIVE"; fi
+# NIC I's ib_device, by its PCI function.
+ibdev() { local d=(/sys/bus/pci/devices/$1/infiniband/*); [ -e "${d[0]}" ] || fail "$1: no ib_device"; echo "${d[0]##*/}"; }
+# BDF GUID FW MAX_QP LID STATE: what its model was started with and reports.
+check() {
+	local dev d got
+	dev=$(ibdev "$1")
+	d=/sys/class/infiniband/$dev
+	got="$(cat "$d/node_guid") $(cat "$d/fw_ver") $(ibv_devinfo -v -d "$dev" | awk '$1 == "max_qp:" { print $2 }')"
+	echo "$1 ($dev): node_guid fw_ver max_qp: $got"
+	[ "$got" = "$2 $3 $4" ] || fail "$1: want $2 $3 $4 (the model's command line)"
+	got="$(cat "$d/ports/1/lid"), $(cat "$d/ports/1/state"), $(ibv_devinfo -d "$dev" | awk '$1 == "active_mtu:" { print $2, $3 }'), $(cat "$d/ports/1/gids/0")"
+	echo "$1 ($dev): port 1 lid, state, active_mtu, GID 0: $got"
+	[ "$got" = "$5, $6, 4096 (5), fe80:0000:0000:0000:$2" ] || fail "$1: port 1 not as the model reports it"
+}
+# QUERY_PORT: LID = index + 1, ACTIVE with the link up, DOWN without.
+check 0000:00:06.0 0200:0000:0000:00a0 3.14.15 1000 0x1 "4: ACTIVE"
+check 0000:00:07.0 0200:0000:0000:00a1 2.7.1 900 0x2 "1: DOWN"
+# Events: NIC 0 posted its PORT_ACTIVE (and nothing else happened to post one), NIC 1 none.
+s0=$(nic_ctl 0 status) && s1=$(nic_ctl 1 status) || fail "no status from the models"
+echo "NIC 0: $s0"
+echo "NIC 1: $s1"
+[[ " $s0 " == *" events=1 "* ]] || fail "NIC 0 did not post exactly its PORT_ACTIVE event"
+[[ " $s1 " == *" events=0 "* ]] || fail "NIC 1's link is down, yet it posted an event"
 for dev in /sys/bus/pci/drivers/ordma/0000:*; do
 	[ -e "$dev" ] || fail "no device bound to ordma"
 	bdf=${dev##*/}

@@ -16,7 +16,7 @@ ibv_devinfo -d rxe0 | grep -q 'state:.*PORT_ACTIVE' || fail "ibv_devinfo does no
 # The RoCEv2 GID of 10.0.2.15 (::ffff:10.0.2.15).
 gids=/sys/class/infiniband/rxe0/ports/1/gids
 gid=
-for _ in $(seq 50); do
+for _ in $(seq 300); do
 	for f in "$gids"/*; do
 		if [ "$(cat "$f" 2>/dev/null)" = "0000:0000:0000:0000:0000:ffff:0a00:020f" ]; then
 			gid=${f##*/}
@@ -32,7 +32,7 @@ args=(-d rxe0 -g "$gid" -s 4096 -n 200 --chk)
 ibv_rc_pingpong "${args[@]}" >server.log 2>&1 &
 server=$!
 # Wait until the server listens on its TCP port (18515) before connecting.
-for _ in $(seq 100); do
+for _ in $(seq 300); do
 	ss -ltn | grep -q ':18515 ' && break
 	kill -0 $server 2>/dev/null || { cat server.log; fail "server exited early"; }
 	sleep 0.1

@@ -9,9 +9,9 @@ fail() { echo "FAIL: $*"; exit 1; }
 P=/ordma/src/qemu-test/progs
 source $P/nic-control.sh
 
-# wait_port STATE: rdma link shows ordma0/1 in STATE (ACTIVE or DOWN) within 10 s.
+# wait_port STATE: rdma link shows ordma0/1 in STATE (ACTIVE or DOWN) within 30 s.
 wait_port() {
-	for _ in $(seq 100); do
+	for _ in $(seq 300); do
 		rdma link show ordma0/1 | grep -q "state $1 " && return
 		sleep 0.1
 	done
@@ -30,7 +30,7 @@ wait_port DOWN
 ibv_devinfo -d ordma0 | grep -q 'state:.*PORT_DOWN' || fail "ibv_devinfo does not show the port DOWN"
 echo "ok: link down: rdma link and ibv_devinfo show DOWN"
 # The process has the PORT_ERR before the link comes back: the events come in order.
-for _ in $(seq 100); do grep -q '^event port error' /tmp/ev.out && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q '^event port error' /tmp/ev.out && break; sleep 0.1; done
 grep -q '^event port error' /tmp/ev.out || { cat /tmp/ev.out; fail "no IBV_EVENT_PORT_ERR"; }
 
 nic_ctl 0 link up || fail "the model refused 'link up'"

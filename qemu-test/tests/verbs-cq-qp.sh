@@ -51,7 +51,7 @@ echo "pages pinned: $pinned0 before, $pinned_during while the holder runs"
 kill -KILL $holder
 wait $holder 2>/dev/null || true
 after=
-for _ in $(seq 50); do
+for _ in $(seq 300); do
 	after=$(objects)
 	[ "$after" = "pds=0 mrs=0 cqs=0 qps=0" ] && break
 	sleep 0.2
@@ -67,7 +67,7 @@ for t in pd cq qp mr; do
 	fi
 done
 pinned_after=
-for _ in $(seq 50); do
+for _ in $(seq 300); do
 	pinned_after=$(pins)
 	[ $((pinned_after - pinned0)) -le $SLACK ] && break
 	sleep 0.2
@@ -76,10 +76,10 @@ echo "pages pinned after SIGKILL: $pinned_after"
 [ $((pinned_after - pinned0)) -le $SLACK ] || fail "$((pinned_after - pinned0)) page(s) still pinned"
 echo "ok: the killed process left no PD, MR, CQ or QP (NIC and rdma resource) and no pinned page"
 
-# The driver logs the CQ_ERROR the test injected for CQN 0 ("CQ 0 failed"); nothing else.
-if dmesg | grep -E 'ordma.*(failed|error|leak)' | grep -vE 'ordma.*: CQ 0 failed'; then
-	fail "errors in dmesg"
-fi
-dmesg | grep -E 'ordma.*: CQ 0 failed' >/dev/null || fail "the driver did not log the injected CQ error"
+# The driver logs the CQ_ERROR the test injected for CQN 0, which no CQ has (one warning,
+# whatever its words); nothing else is an error or a warning.
+dmesg -l err,warn | grep -E 'ordma [0-9a-f]{4}:' || true
+n=$(dmesg -l err,warn | grep -cE 'ordma [0-9a-f]{4}:' || true)
+[ "$n" = 1 ] || fail "$n error or warning lines from ordma, want 1 (the injected CQ error)"
 echo "ok: no driver errors in dmesg but the injected CQ error"
 echo "PASS: verbs-cq-qp"

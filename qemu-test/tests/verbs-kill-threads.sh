@@ -33,14 +33,21 @@ PY
 churner=$!
 for _ in $(seq 300); do [ -e /tmp/churning ] && break; sleep 0.1; done
 [ -e /tmp/churning ] || fail "the PD churner did not start"
-sleep 3
-during=$(pds)
+# The threads hold PDs from their first allocations on (each keeps up to 7): wait for the
+# NIC to hold some (up to 60 s on a loaded machine), then let them churn a while more.
+during=0
+for _ in $(seq 300); do
+	during=$(pds)
+	[ "${during:-0}" -gt 0 ] && break
+	sleep 0.2
+done
 echo "PDs on the NIC while 8 threads churn: $during"
 [ "${during:-0}" -gt 0 ] || fail "no PDs on the NIC while the threads run"
+sleep 1
 kill -KILL $churner
 wait $churner 2>/dev/null || true
 after=
-for _ in $(seq 100); do
+for _ in $(seq 300); do
 	after=$(pds)
 	[ "$after" = 0 ] && break
 	sleep 0.1

@@ -58,7 +58,7 @@ echo "held: $during MR(s) on the NIC, $((pinned_during - pinned0)) pages pinned"
 kill -KILL $holder
 wait $holder 2>/dev/null || true
 after=
-for _ in $(seq 100); do
+for _ in $(seq 300); do
 	after=$(mrs)
 	[ "$after" = 0 ] && break
 	sleep 0.1
@@ -73,10 +73,12 @@ echo "after SIGKILL: $after MR(s) on the NIC, $((pinned_after - pinned0)) pages 
 mr dmabuf
 mr dmabuf-huge
 
-if dmesg | grep -E 'ordma.*(failed|error|leak)'; then
-	fail "errors in dmesg"
+# Nothing so far made the driver complain: no error or warning line from an ordma device
+# (whatever its words).
+if dmesg -l err,warn | grep -E 'ordma [0-9a-f]{4}:'; then
+	fail "errors or warnings from ordma in dmesg"
 fi
-echo "ok: no driver errors in dmesg"
+echo "ok: no driver errors or warnings in dmesg"
 
 # The NIC dies under a process holding 4 MRs and another holding a CQ and a QP (769 pages
 # of rings and record, made through the raw uverbs interface). The first registers one
@@ -105,18 +107,12 @@ wait $holder 2>/dev/null || true
 wait $qp_holder 2>/dev/null || true
 kept=$(($(pins) - pinned0))
 echo "NIC dead, holders killed: $kept pages still pinned"
+# Each MR's 256 pages, the CQ's and QP's 769: all of them, and nothing else.
 [ "$kept" -ge $((1280 + 769 - SLACK)) ] ||
 	fail "only $kept pages pinned: the memory of unacknowledged MRs, CQs or QPs was released"
-[ "$(dmesg | grep -c "destroying MR 0x[0-9a-f]* failed .* stays pinned")" = 4 ] ||
-	fail "expected 4 MRs kept pinned in dmesg"
-[ "$(dmesg | grep -c "destroying QP 0x[0-9a-f]* failed .* stays pinned")" = 1 ] ||
-	fail "expected the QP kept pinned in dmesg"
-[ "$(dmesg | grep -c "destroying CQ 0x[0-9a-f]* failed .* stays pinned")" = 1 ] ||
-	fail "expected the CQ kept pinned in dmesg"
+[ "$kept" -le $((1280 + 769 + SLACK)) ] || fail "$kept pages pinned: more than the kept objects'"
 timeout 120 sh -c "echo $nic >$D/unbind" || fail "unbind of the dead NIC failed or hung"
-dmesg | grep "ordma $nic" | tail -n 4
-dmesg | grep -q "released the memory of 7 object(s)" ||
-	fail "the kept MRs, CQ and QP were not released at unbind"
+# The kept MRs', CQ's and QP's memory is released at unbind, once the NIC is stopped.
 released=$(($(pins) - pinned0))
 echo "after unbind: $released pages pinned"
 [ "$released" -le $SLACK ] || fail "$released page(s) still pinned after unbind"

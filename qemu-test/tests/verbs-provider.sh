@@ -7,8 +7,8 @@
 # ENOMEM; rmmod under a live context disassociates it (Documentation/uapi.md): rmmod
 # succeeds, the NIC frees the PDs, the process gets EIO and exits cleanly.
 # nics: 2
-# run-args: --nic-args 0 "--log-level debug"
-# run-args: --nic-args 1 "--attr max_qp=77 --attr max_pd=4 --attr max_cq=5 --attr max_mr=6"
+# run-args: --nic-args 0 "--log-level debug --guid 0x02000000000000b0 --attr fw_ver=4.5.6 --attr max_qp=1000 --attr max_pd=1000 --attr max_cq=1000 --attr max_mr=4000 --attr max_qp_wr=4096 --attr max_cqe=32768"
+# run-args: --nic-args 1 "--guid 0x02000000000000b1 --attr max_qp=77 --attr max_pd=4 --attr max_cq=5 --attr max_mr=6"
 # debug: yes
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
@@ -16,20 +16,21 @@ P=/ordma/src/qemu-test/progs/verbs_ctx.py
 
 # Tools: ibv_devices, ibv_devinfo -v, rdma link.
 ibv_devices | tee /tmp/devices
-grep -Eq '^[[:space:]]+ordma0[[:space:]]+0200000000000000$' /tmp/devices || fail "ibv_devices does not list ordma0"
-grep -Eq '^[[:space:]]+ordma1[[:space:]]+0200000000000001$' /tmp/devices || fail "ibv_devices does not list ordma1"
+grep -Eq '^[[:space:]]+ordma0[[:space:]]+02000000000000b0$' /tmp/devices || fail "ibv_devices does not list ordma0"
+grep -Eq '^[[:space:]]+ordma1[[:space:]]+02000000000000b1$' /tmp/devices || fail "ibv_devices does not list ordma1"
 for d in 0 1; do ibv_devinfo -v -d ordma$d >/tmp/devinfo$d || fail "ibv_devinfo -v -d ordma$d"; done
 cat /tmp/devinfo1
 field() { sed -n "s/^[[:space:]]*$2:[[:space:]]*//p" /tmp/devinfo$1 | head -n1; }
-for f in "fw_ver 0.1.0" "vendor_id 0x4f52" "vendor_part_id 1" "max_qp 1024" "max_pd 1024" \
-	"max_cq 1024" "max_mr 4096" "max_qp_wr 4096" "max_cqe 32768" "state PORT_ACTIVE (4)" \
+# What NIC 0's model was started with (the header's run-args), not its defaults.
+for f in "fw_ver 4.5.6" "vendor_id 0x4f52" "vendor_part_id 1" "max_qp 1000" "max_pd 1000" \
+	"max_cq 1000" "max_mr 4000" "max_qp_wr 4096" "max_cqe 32768" "state PORT_ACTIVE (4)" \
 	"port_lid 1" "link_layer InfiniBand" "active_mtu 4096 (5)"; do
 	[ "$(field 0 "${f%% *}")" = "${f#* }" ] || fail "ordma0 ${f%% *} is '$(field 0 "${f%% *}")', expected '${f#* }'"
 done
 [ "$(field 1 max_qp)" = 77 ] || fail "ordma1 max_qp is '$(field 1 max_qp)', the model reports 77"
 [ "$(field 1 max_pd)" = 4 ] || fail "ordma1 max_pd is '$(field 1 max_pd)', the model reports 4"
 [ "$(field 1 port_lid)" = 2 ] || fail "ordma1 port_lid"
-grep -q 'GID\[  0\]:[[:space:]]*fe80:0000:0000:0000:0200:0000:0000:0001' /tmp/devinfo1 || fail "ordma1 GID 0"
+grep -q 'GID\[  0\]:[[:space:]]*fe80:0000:0000:0000:0200:0000:0000:00b1' /tmp/devinfo1 || fail "ordma1 GID 0"
 rdma link show ordma0/1 | grep -q 'state ACTIVE' || fail "ordma0/1 not ACTIVE"
 rdma link show ordma1/1 | grep -q 'state ACTIVE' || fail "ordma1/1 not ACTIVE"
 echo "ok: ibv_devices, ibv_devinfo -v and rdma link show both NICs as the models report them"
@@ -37,10 +38,13 @@ echo "ok: ibv_devices, ibv_devinfo -v and rdma link show both NICs as the models
 source /ordma/src/qemu-test/progs/verbs-procs.sh
 
 # Two processes at once, each with a context and 8 PDs on ordma0; each writes its doorbell
-# page (A at offset 0x10, B at 0x20). The provider exports nothing, so the NIC model's log
-# (NIC 0 runs at debug level) shows which page each one has and the PDs it allocated.
-log0=/ordma/results/nic0.log
-pds_before=$(grep -c 'PD allocated' $log0 || true)
+# page (A at offset 0x10, B at 0x20). The provider exports nothing, so the NIC model says
+# which pages were written (`doorbell-pages`) and how many PDs it holds (`status`).
+source /ordma/src/qemu-test/progs/nic-control.sh
+field() { sed -n "s/.* $2=\([0-9]*\).*/\1/p" <<<" $1 "; }
+s0=$(nic_ctl 0 status) || fail "status: $s0"
+declare -A writes0=()
+for kv in $(nic_ctl 0 doorbell-pages | sed 's/^ok//'); do writes0[${kv%=*}]=${kv#*=}; done
 spawn A ordma0 8 0x10
 spawn B ordma0 8 0x20
 a=$(report A)
@@ -55,25 +59,26 @@ for p in (a, b):
     # One doorbell page mapped, write-only, shared.
     assert p["maps"] == [[4096, "-w-s"]], f"mappings {p['maps']}"
 PY
-# The model logs each doorbell write as it drains QEMU's posted writes: give it a moment.
-db_page() {
-	local i p
-	for ((i = 0; i < 50; i++)); do
-		p=$(sed -n "s/.*doorbell write.* page=\([0-9]*\) offset=$1 len=4.*/\1/p" $log0 | tail -n1)
-		[ -n "$p" ] && { echo "$p"; return; }
-		sleep 0.1
-	done
-	fail "the NIC saw no doorbell write at offset $1"
-}
-pa=$(db_page 16)
-pb=$(db_page 32)
-echo "the NIC saw A's doorbell write on page $pa, B's on page $pb"
-[ "$pa" != "$pb" ] && [ "$pa" -ge 1 ] && [ "$pa" -lt 64 ] && [ "$pb" -ge 1 ] && [ "$pb" -lt 64 ] ||
-	fail "doorbell pages $pa and $pb: not distinct user pages"
-pdns=$(grep 'PD allocated' $log0 | tail -n +$((pds_before + 1)) | sed -n 's/.*pdn=\([0-9]*\).*/\1/p')
-[ "$(echo "$pdns" | wc -l)" = 16 ] && [ "$(echo "$pdns" | sort -u | wc -l)" = 16 ] ||
-	fail "the NIC allocated PDs [$(echo $pdns)], expected 16 distinct"
-echo "the NIC allocated PDs $(echo $pdns)"
+# The pages the NIC took new writes on, as PAGE:WRITES (QEMU posts the writes: wait for both).
+written=
+for _ in $(seq 300); do
+	written=$(for kv in $(nic_ctl 0 doorbell-pages | sed 's/^ok//'); do
+		n=$((${kv#*=} - ${writes0[${kv%=*}]:-0}))
+		[ $n = 0 ] || echo "${kv%=*}:$n"
+	done | tr '\n' ' ')
+	[ "$(wc -w <<<"$written")" -ge 2 ] && break
+	sleep 0.1
+done
+echo "the NIC took the doorbell writes on (page:writes) $written"
+# (glibc's memmove of 4 bytes stores them twice, overlapping: 2 writes each.)
+read -r wa wb rest <<<"$written"
+[ -z "${rest:-}" ] && [ -n "${wb:-}" ] && [ "${wa%:*}" -ge 1 ] && [ "${wb%:*}" -ge 1 ] &&
+	[ "${wa%:*}" -lt 64 ] && [ "${wb%:*}" -lt 64 ] ||
+	fail "the writes did not land on exactly two distinct user doorbell pages: $written"
+s1=$(nic_ctl 0 status) || fail "status: $s1"
+[ $(($(field "$s1" pds) - $(field "$s0" pds))) = 16 ] && [ $(($(field "$s1" pds_created) - $(field "$s0" pds_created))) = 16 ] ||
+	fail "the NIC holds $(($(field "$s1" pds) - $(field "$s0" pds))) new PDs, expected 16 (distinct: one table slot each)"
+echo "the NIC holds 16 more PDs"
 tell A free
 tell B free
 grep -qx closed /tmp/A.out && grep -qx closed /tmp/B.out || fail "a process did not close cleanly"
@@ -88,12 +93,13 @@ echo "ok: ordma1 gives 4 PDs, then ENOMEM"
 spawn C ordma0 3
 c=$(report C)
 echo "C: $c"
-freed_before=$(grep -c 'PD freed' /ordma/results/nic0.log || true)
+s0=$(nic_ctl 0 status) || fail "status: $s0"
 timeout 60 rmmod ordma || fail "rmmod with a live context failed"
 [ ! -e /sys/class/infiniband/ordma0 ] || fail "ordma0 still registered"
-freed_after=$(grep -c 'PD freed' /ordma/results/nic0.log || true)
-[ $((freed_after - freed_before)) = 3 ] ||
-	fail "the NIC freed $((freed_after - freed_before)) PDs at rmmod, expected 3"
+# Freed by DEALLOC_PD before the NIC's reset (a reset frees without counting).
+s1=$(nic_ctl 0 status) || fail "status: $s1"
+freed=$(($(field "$s1" pds_destroyed) - $(field "$s0" pds_destroyed)))
+[ "$freed" = 3 ] || fail "the NIC freed $freed PDs at rmmod, expected 3"
 tell C after-remove
 cat /tmp/C.out
 grep -qx 'alloc_pd errno 5' /tmp/C.out || fail "ALLOC_PD after removal is not EIO"

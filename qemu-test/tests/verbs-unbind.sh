@@ -31,18 +31,18 @@ python3 /ordma/src/qemu-test/progs/verbs_cq_qp.py hold >/tmp/hold.out 2>&1 &
 holder=$!
 for _ in $(seq 300); do grep -q holding /tmp/hold.out && break; sleep 0.1; done
 grep -q holding /tmp/hold.out || { cat /tmp/hold.out; fail "the CQ/QP holder did not start"; }
-count() { grep -c "$1" /ordma/results/nic0.log || true; }
-qps_before=$(count 'QP destroyed') cqs_before=$(count 'CQ destroyed') mrs_before=$(count 'MR destroyed')
-freed_before=$(grep -c 'PD freed' /ordma/results/nic0.log || true)
+# The NIC's count of objects destroyed by a command (`status`; its reset frees without
+# counting): KIND in pds mrs cqs qps.
+destroyed() { sed -n "s/.* $1_destroyed=\([0-9]*\).*/\1/p" <<<" $(nic_ctl 0 status) "; }
+pds0=$(destroyed pds) qps0=$(destroyed qps) cqs0=$(destroyed cqs) mrs0=$(destroyed mrs)
 t0=$(date +%s%N)
 timeout 60 sh -c "echo $nic0 >$D/unbind" || fail "unbind under a live context failed or hung"
 echo "unbind took $((($(date +%s%N) - t0) / 1000000)) ms"
 [ -z "$(ibdev $nic0)" ] || fail "$dev0 still registered after unbind"
-freed_after=$(grep -c 'PD freed' /ordma/results/nic0.log || true)
-[ $((freed_after - freed_before)) = 3 ] ||
-	fail "the NIC freed $((freed_after - freed_before)) PDs at unbind, expected 3 (A's 2, the holder's 1)"
-[ $(($(count 'QP destroyed') - qps_before)) = 2 ] && [ $(($(count 'CQ destroyed') - cqs_before)) = 2 ] &&
-	[ $(($(count 'MR destroyed') - mrs_before)) = 2 ] ||
+freed=$(($(destroyed pds) - pds0))
+[ "$freed" = 3 ] || fail "the NIC freed $freed PDs at unbind, expected 3 (A's 2, the holder's 1)"
+[ $(($(destroyed qps) - qps0)) = 2 ] && [ $(($(destroyed cqs) - cqs0)) = 2 ] &&
+	[ $(($(destroyed mrs) - mrs0)) = 2 ] ||
 	fail "the holder's 2 QPs, 2 CQs and 2 MRs were not destroyed on the NIC at unbind"
 echo "ok: the NIC destroyed the holder's 2 QPs, 2 CQs and 2 MRs and freed 3 PDs before its reset"
 kill $holder

@@ -10,7 +10,8 @@
  *           for the k-th, so no two tables within 512 of each other hold the same pages and
  *           a wrong index at any level lands on the wrong bytes. WRITEs and READs past 1 GiB,
  *           across the 1 GiB boundary, across a table and on the MR's last byte land in,
- *           and come from, the memfd where that mapping says
+ *           and come from, the memfd where that mapping says; with ORDMA_VD_MR_CHECK set,
+ *           that command runs with the MR's key while the MR exists, and must succeed
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -144,6 +145,16 @@ void check_levels(void)
 	       "registered in %.1f s\n",
 	       (unsigned long long)(SPAN >> 12), (unsigned long long)(SPAN / ALIAS), mr->rkey,
 	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	/* The caller's check of the NIC's view of the MR while it exists (data-loopback.sh
+	 * asks the model for its page list): ORDMA_VD_MR_CHECK, run with the key. */
+	const char *check = getenv("ORDMA_VD_MR_CHECK");
+	if (check) {
+		char cmd[512];
+		snprintf(cmd, sizeof(cmd), "%s %#x", check, mr->rkey);
+		fflush(stdout);
+		if (system(cmd) != 0)
+			FAIL("levels: %s failed", cmd);
+	}
 	static const struct {
 		uint64_t off;
 		size_t len;

@@ -10,7 +10,9 @@
 //! | `fatal [CODE]` | the NIC stops as on an internal error: `STATUS.FATAL`, `ERROR = CODE` (default `ERR_INTERNAL`, 5), `EVENT_FATAL` |
 //! | `inject FAULT` | arms an `--inject` fault now (`none` clears it) |
 //! | `event KIND DATA [COUNT]` | posts COUNT (1..=64, default 1) events of any kind with `data` DATA, as the NIC would |
-//! | `status` | `ok link=up\|down enabled=0\|1 fatal=0\|1 error=N bme=0\|1 pds=N mrs=N cqs=N qps=N doorbells=N commands=N` and every anomaly counter |
+//! | `doorbell-pages` | `ok PAGE=N ...`: each doorbell page written since the model started, with its count of 32-bit writes (accepted or not) |
+//! | `mr KEY` | `ok pdn=N access=N iova=0xN length=N npages=N page_shift=N levels=N`: the MR with key KEY as the NIC holds it (what `CMD_CREATE_MR` gave it); an error if there is none |
+//! | `status` | `ok link=up\|down enabled=0\|1 fatal=0\|1 error=N bme=0\|1 pds=N mrs=N cqs=N qps=N pds_created=N mrs_created=N cqs_created=N qps_created=N pds_destroyed=N mrs_destroyed=N cqs_destroyed=N qps_destroyed=N doorbells=N commands=N events=N events_unread=N` and every anomaly counter |
 //!
 //! The listener runs on a thread of its own and acts on the shared [`Device`].
 
@@ -51,6 +53,10 @@ pub enum Request {
         /// How many, 1..=[`MAX_EVENTS`].
         count: u32,
     },
+    /// `doorbell-pages`.
+    DoorbellPages,
+    /// `mr KEY`.
+    Mr(u32),
     /// `status`.
     Status,
 }
@@ -95,10 +101,15 @@ pub fn parse(line: &str) -> Result<Request, String> {
             Ok(Request::Event { kind, data, count })
         }
         ["event", ..] => Err(format!("usage: event KIND DATA [COUNT (1..={MAX_EVENTS})]")),
+        ["doorbell-pages"] => Ok(Request::DoorbellPages),
+        ["mr", key] => Ok(Request::Mr(
+            parse_u32(key).ok_or_else(|| format!("mr: bad key {key}"))?,
+        )),
+        ["mr", ..] => Err("usage: mr KEY".into()),
         ["status"] => Ok(Request::Status),
         [] => Err("empty request".into()),
         [w, ..] => Err(format!(
-            "unknown request {w} (link, fatal, inject, event, status)"
+            "unknown request {w} (link, fatal, inject, event, doorbell-pages, mr, status)"
         )),
     }
 }
@@ -138,6 +149,28 @@ pub fn execute(dev: &Device, req: Request) -> String {
             }
             "ok".into()
         }
+        Request::DoorbellPages => {
+            let mut r = String::from("ok");
+            for (page, n) in l.nic.doorbell_page_writes().iter().enumerate() {
+                if *n != 0 {
+                    r.push_str(&format!(" {page}={n}"));
+                }
+            }
+            r
+        }
+        Request::Mr(key) => match l.nic.mr(key) {
+            Some(m) => format!(
+                "ok pdn={} access={} iova={:#x} length={} npages={} page_shift={} levels={}",
+                m.pdn,
+                m.access,
+                m.iova,
+                m.length,
+                m.pages.npages,
+                m.pages.page_shift,
+                m.pages.levels
+            ),
+            None => format!("error: no MR with key {key:#x}"),
+        },
         Request::Status => format!("ok {}", l.nic.status_snapshot()),
     }
 }

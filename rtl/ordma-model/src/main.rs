@@ -55,9 +55,9 @@ struct Args {
     #[arg(long, value_name = "E", default_value_t = 17, value_parser = clap::value_parser!(u8).range(0..=31))]
     min_ack_timeout: u8,
     /// Report N for a device attribute: max_qp, max_qp_wr, max_cq, max_cqe, max_mr,
-    /// max_pd, max_sge, hw_ver (repeatable)
+    /// max_pd, max_sge, hw_ver, or fw_ver=MAJOR.MINOR.SUB (repeatable)
     #[arg(long, value_name = "NAME=N", value_parser = parse_attr)]
-    attr: Vec<(Attr, u32)>,
+    attr: Vec<(Attr, u64)>,
     /// Write "ready\n" to file descriptor N once listening, then close it
     #[arg(long, value_name = "N")]
     ready_fd: Option<i32>,
@@ -104,6 +104,7 @@ enum Attr {
     MaxPd,
     MaxSge,
     HwVer,
+    FwVer,
 }
 
 fn parse_guid(v: &str) -> Result<u64, String> {
@@ -118,12 +119,25 @@ fn parse_fault(v: &str) -> Result<Fault, String> {
     v.parse()
 }
 
-/// Parses `--attr NAME=N`.
-fn parse_attr(v: &str) -> Result<(Attr, u32), String> {
+/// Parses `--attr NAME=N` (`fw_ver=MAJOR.MINOR.SUB`: 16 bits each, as the driver shows
+/// it, into `fw_version`'s bits 47..0).
+fn parse_attr(v: &str) -> Result<(Attr, u64), String> {
     let (name, n) = v
         .split_once('=')
         .ok_or_else(|| format!("{v}: want NAME=N"))?;
-    let n = n.parse().map_err(|e| format!("{v}: {e}"))?;
+    if name == "fw_ver" {
+        let parts: Vec<&str> = n.split('.').collect();
+        let [a, b, c] = parts.as_slice() else {
+            return Err(format!("{v}: want fw_ver=MAJOR.MINOR.SUB"));
+        };
+        let mut fw = 0u64;
+        for p in [a, b, c] {
+            let p: u16 = p.parse().map_err(|e| format!("{v}: {e}"))?;
+            fw = (fw << 16) | u64::from(p);
+        }
+        return Ok((Attr::FwVer, fw));
+    }
+    let n: u32 = n.parse().map_err(|e| format!("{v}: {e}"))?;
     let attr = match name {
         "max_qp" => Attr::MaxQp,
         "max_qp_wr" => Attr::MaxQpWr,
@@ -135,12 +149,16 @@ fn parse_attr(v: &str) -> Result<(Attr, u32), String> {
         "hw_ver" => Attr::HwVer,
         _ => return Err(format!("unknown attribute {name}")),
     };
-    Ok((attr, n))
+    Ok((attr, u64::from(n)))
 }
 
-/// Applies one `--attr` to the attributes the NIC reports.
-fn set_attr(a: &mut ordma_hw::DeviceAttrs, attr: Attr, n: u32) {
+/// Applies one `--attr` to the attributes the NIC reports (`n` as [`parse_attr`] made it).
+fn set_attr(a: &mut ordma_hw::DeviceAttrs, attr: Attr, n: u64) {
     let field = match attr {
+        Attr::FwVer => {
+            a.fw_version = n;
+            return;
+        }
         Attr::MaxQp => &mut a.max_qp,
         Attr::MaxQpWr => &mut a.max_qp_wr,
         Attr::MaxCq => &mut a.max_cq,
@@ -150,7 +168,8 @@ fn set_attr(a: &mut ordma_hw::DeviceAttrs, attr: Attr, n: u32) {
         Attr::MaxSge => &mut a.max_sge,
         Attr::HwVer => &mut a.hw_ver,
     };
-    *field = n;
+    // CAST: parse_attr made every other attribute from a u32; never saturates.
+    *field = u32::try_from(n).unwrap_or(u32::MAX);
 }
 
 /// `ordma-model ctl`: one request, the reply on standard output.
@@ -296,6 +315,8 @@ mod tests {
             "max_qp=77",
             "--attr",
             "max_pd=4",
+            "--attr",
+            "fw_ver=3.14.15",
             "--link",
             "down",
             "--inject",
@@ -307,7 +328,14 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(a.log_level, tracing::Level::DEBUG);
-        assert_eq!(a.attr, vec![(Attr::MaxQp, 77), (Attr::MaxPd, 4)]);
+        assert_eq!(
+            a.attr,
+            vec![
+                (Attr::MaxQp, 77),
+                (Attr::MaxPd, 4),
+                (Attr::FwVer, (3 << 32) | (14 << 16) | 15)
+            ]
+        );
         assert_eq!((a.index, a.link, a.ready_fd), (1, Link::Down, Some(3)));
         assert_eq!(a.inject, Some(Fault::ResetStuck));
         assert_eq!(a.guid, Some(0x0200_0000_0000_0042));
@@ -316,6 +344,15 @@ mod tests {
         for bad in [
             &["ordma-model", "--index", "1"][..],
             &["ordma-model", "--socket", "s", "--attr", "max_foo=1"],
+            &["ordma-model", "--socket", "s", "--attr", "fw_ver=1.2"],
+            &["ordma-model", "--socket", "s", "--attr", "fw_ver=1.2.65536"],
+            &[
+                "ordma-model",
+                "--socket",
+                "s",
+                "--attr",
+                "max_qp=4294967296",
+            ],
             &["ordma-model", "--socket", "s", "--link", "sideways"],
             &["ordma-model", "--socket", "s", "--log-level", "loud"],
             &["ordma-model", "--socket", "s", "--bogus"],

@@ -1,6 +1,8 @@
 //! The control channel end to end: a listener on a real Unix socket over a shared device,
 //! driven by the library's client and by the `ordma-model ctl` binary.
 
+mod common;
+
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::FromRawFd;
@@ -9,7 +11,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use ordma_hw as hw;
-use ordma_model::control::{request, Listener};
+use ordma_model::control::{execute, parse, request, Listener};
 use ordma_model::device::Device;
 use ordma_model::engine::{Nic, NicConfig};
 use ordma_model::mem::{anonymous, Dma, GuestRam};
@@ -92,6 +94,8 @@ fn link_fatal_status_and_bad_requests_over_the_socket() {
         "{status}"
     );
     assert!(status.contains(" pds=0 mrs=0 cqs=0 qps=0 "), "{status}");
+    // The PORT_ACTIVE of the enable, consumed.
+    assert!(status.contains(" events=1 events_unread=0 "), "{status}");
     assert!(status.contains(" foreign_doorbells=0"), "{status}");
     assert!(status.contains(" bad_doorbells=0"), "{status}");
 
@@ -142,6 +146,9 @@ fn link_fatal_status_and_bad_requests_over_the_socket() {
     }
     let status = request(&path, "status").unwrap();
     assert!(status.contains(" fatal=1 error=9 "), "{status}");
+    // PORT_ACTIVE, PORT_DOWN, PORT_ACTIVE, FATAL: the unchanged link posted none; the
+    // consumer index written was 3.
+    assert!(status.contains(" events=4 events_unread=1 "), "{status}");
     assert!(request(&path, "fatal").unwrap().starts_with("error: "));
 
     // inject: armed at run time.
@@ -198,4 +205,46 @@ fn the_ctl_client_prints_the_reply_and_exits_by_it() {
     };
     assert_eq!(rc, Some(1));
     assert!(out.starts_with("error: "), "{out}");
+}
+
+/// `mr KEY`: the MR as the NIC holds it, from the rig's small MR (64 pages of 4 KiB, one
+/// level); an error for a key no MR has.
+#[test]
+fn mr_shows_the_nics_view_of_an_mr() {
+    let mut rig = common::rig::Rig::bare(1);
+    let (key, pdn) = (rig.small, rig.pdn);
+    let nic = std::mem::replace(&mut rig.nic, Nic::new(NicConfig::with_guid(0)));
+    let dev = Device::new(nic, GuestRam::new(rig.mem.clone()));
+    let all = hw::ACCESS_LOCAL_WRITE | hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_READ;
+    assert_eq!(
+        execute(&dev, parse(&format!("mr {key:#x}")).unwrap()),
+        format!(
+            "ok pdn={pdn} access={all} iova=0x200000000 length=262144 npages=64 page_shift=12 \
+             levels=1"
+        )
+    );
+    let r = execute(&dev, parse(&format!("mr {}", key + 1)).unwrap());
+    assert!(r.starts_with("error: no MR with key"), "{r}");
+    for bad in ["mr", "mr 1 2", "mr key", "doorbell-pages 1"] {
+        assert!(parse(bad).is_err(), "{bad}");
+    }
+}
+
+/// `doorbell-pages`: every page written, with its count, accepted or not; a reset keeps
+/// them; writes outside BAR2 count nowhere.
+#[test]
+fn doorbell_pages_counts_the_writes_per_page() {
+    let mut rig = common::rig::Rig::bare(1);
+    let cqn = rig.scq.cqn;
+    rig.db(hw::DB_CQ_ARM, hw::db_value(cqn, 0));
+    for (off, v) in [(5 * 4096 + 0x10, 1), (5 * 4096, 2), (63 * 4096, 3)] {
+        rig.nic.doorbell_write(off, 4, v, &rig.mem, &rig.irq);
+    }
+    rig.nic
+        .doorbell_write(hw::BAR2_SIZE as u64, 4, 0, &rig.mem, &rig.irq);
+    rig.w(hw::REG_CONTROL, hw::CONTROL_RESET);
+    let nic = std::mem::replace(&mut rig.nic, Nic::new(NicConfig::with_guid(0)));
+    let dev = Device::new(nic, GuestRam::new(rig.mem.clone()));
+    let r = execute(&dev, parse("doorbell-pages").unwrap());
+    assert_eq!(r, format!("ok {}=1 5=2 63=1", common::rig::PAGE));
 }

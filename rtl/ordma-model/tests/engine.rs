@@ -399,6 +399,9 @@ fn injected_faults_behave_as_documented() {
     rig.w(hw::REG_CONTROL, hw::CONTROL_ENABLE);
     rig.submit_raw(&[Rig::query_device(5, BUF, 64)]);
     assert_eq!(rig.completion(0).status, hw::AQ_BAD_PARAM);
+    // One failed command, counted once.
+    let s = rig.nic.status_snapshot().to_string();
+    assert!(s.contains(" bad_commands=1 "), "{s}");
     assert!("nonsense".parse::<Fault>().is_err());
 }
 

@@ -1464,11 +1464,26 @@ fn a_reset_frees_every_object_and_the_status_line_shows_it() {
     let (pdn, _, _) = rig.qp_on(1);
     let p = small_mr(&rig, pdn);
     let key = rig.ok(hw::CMD_CREATE_MR, p.encode()) as u32;
+    // A second MR, destroyed: counted as created, not as existing.
+    let key2 = rig.ok(hw::CMD_CREATE_MR, p.encode()) as u32;
+    rig.ok(hw::CMD_DESTROY_MR, hw::KeyParams { key: key2 }.encode());
     let s = rig.nic.status_snapshot().to_string();
     assert!(s.contains(" pds=1 mrs=1 cqs=1 qps=1 "), "{s}");
+    assert!(
+        s.contains(" pds_created=1 mrs_created=2 cqs_created=1 qps_created=1 "),
+        "{s}"
+    );
     rig.w(hw::REG_CONTROL, hw::CONTROL_RESET);
     let s = rig.nic.status_snapshot().to_string();
     assert!(s.contains(" pds=0 mrs=0 cqs=0 qps=0 "), "{s}");
+    // Counted since the model started: the reset freed them without destroying.
+    assert!(
+        s.contains(
+            " pds_created=1 mrs_created=2 cqs_created=1 qps_created=1 \
+             pds_destroyed=0 mrs_destroyed=1 cqs_destroyed=0 qps_destroyed=0 "
+        ),
+        "{s}"
+    );
     assert_eq!(
         rig.nic.translate(&rig.mem, key, pdn, p.iova, 1, 0),
         Err(XlateError::BadKey)

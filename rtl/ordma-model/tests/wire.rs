@@ -523,7 +523,7 @@ fn socket_write(sndbuf: Option<usize>) -> (usize, usize) {
     r[0].nic.flush_wire();
     let mut buf = vec![0u8; wire::MAX_BATCH];
     let (mut batches, mut largest) = (0, 0);
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(60);
     let cqe = loop {
         let mut quiet = true;
         for (i, s) in rx.iter().enumerate() {

@@ -427,8 +427,9 @@ fn ping_pong_both_ways() {
 }
 
 /// The transport timer starts again on progress for the WQEs still in flight: two WRITEs
-/// sent at once, the first one's frames delivered and ACKed 0.6 s later; at 1.3 s (past
-/// the first deadline, 1.07 s, not the one restarted by the ACK) nothing is sent again.
+/// sent at once, the first one's frames delivered and ACKed at least 0.6 s later; 0.7 s
+/// after the ACK (at least 1.3 s after the send: past the first deadline, 1.07 s, not the
+/// one the ACK restarted) nothing is sent again; 1.2 s after it, the second WRITE is.
 #[test]
 fn progress_restarts_the_transport_timer_of_every_wqe_in_flight() {
     let mut n = Net::new();
@@ -453,7 +454,6 @@ fn progress_restarts_the_transport_timer_of_every_wqe_in_flight() {
         (w.remote_addr, w.rkey) = (BIG_VA + (8 << 20) + k * 32768, big1);
         n.r[0].put_send('a', w, &[sge(BIG_VA + k * 32768, 32768, big0)], &[]);
     }
-    let t0 = Instant::now();
     n.r[0].ring_sq('a');
     n.r[0].nic.flush_wire();
     let (_, d) = n.q.lock().unwrap().pop_front().expect("the requests");
@@ -466,18 +466,25 @@ fn progress_restarts_the_transport_timer_of_every_wqe_in_flight() {
     r.nic.flush_wire();
     let (_, acks) = n.q.lock().unwrap().pop_front().expect("the ACK");
     let r = &mut n.r[0];
+    // The ACK restarts the timer at some instant between these two: the checks below hold
+    // however long the sleep above or this delivery took on a loaded machine (the sleep is
+    // a lower bound: without the restart, the first check would see a resend).
+    let t_ack = Instant::now();
     r.nic.receive_datagram(&acks, &r.mem, &r.irq);
+    let t_acked = Instant::now();
     r.nic.flush_wire();
     assert_eq!(r.cqe('s').status, hw::WC_SUCCESS, "the first WRITE");
     assert!(n.q.lock().unwrap().is_empty(), "nothing left to send");
     let r = &mut n.r[0];
-    r.nic.tick(t0 + Duration::from_millis(1300), &r.mem, &r.irq);
+    r.nic
+        .tick(t_ack + Duration::from_millis(700), &r.mem, &r.irq);
     r.nic.flush_wire();
     assert!(
         n.q.lock().unwrap().is_empty(),
         "no resend before the restarted deadline"
     );
-    r.nic.tick(t0 + Duration::from_millis(1800), &r.mem, &r.irq);
+    r.nic
+        .tick(t_acked + Duration::from_millis(1200), &r.mem, &r.irq);
     r.nic.flush_wire();
     assert_eq!(
         n.q.lock().unwrap().len(),

@@ -48,7 +48,7 @@ fn ping_pong_between_two_devices_in_threads() {
         }
     }
     let wait = |x: &mut Rig, cq: char| {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(c) = x.poll(cq) {
                 return c;

@@ -22,6 +22,12 @@ impl Nic {
         self.doorbells
     }
 
+    /// The 32-bit writes each doorbell page took since the model started, accepted or not
+    /// (the control channel's `doorbell-pages`).
+    pub fn doorbell_page_writes(&self) -> &[u64] {
+        &self.db_page_writes
+    }
+
     /// A guest write of BAR2 (`size` bytes at `offset`).
     pub fn doorbell_write(
         &mut self,
@@ -44,6 +50,9 @@ impl Nic {
         // CAST: below BAR2_SIZE, so both fit.
         let page = (offset / hw::DB_PAGE_SIZE as u64) as u32;
         let reg = (offset % hw::DB_PAGE_SIZE as u64) as usize;
+        if let Some(n) = self.db_page_writes.get_mut(page as usize) {
+            *n += 1;
+        }
         let num = value >> 16;
         // CAST: the index is the low 16 bits by definition.
         let index = value as u16;

@@ -36,6 +36,14 @@ impl EventQueue {
 }
 
 impl Nic {
+    /// Events in the event queue the driver has not consumed yet (its `EQ_DB` consumer
+    /// index behind the producer); 0 without a queue.
+    pub fn events_unread(&self) -> u16 {
+        self.eq
+            .as_ref()
+            .map_or(0, |eq| eq.prod.wrapping_sub(eq.cons))
+    }
+
     /// Writes an event; drops it (and counts) if the queue is full. Held while bus
     /// mastering is off.
     pub(super) fn post_event(
@@ -99,6 +107,7 @@ impl Nic {
             return;
         }
         eq.prod = eq.prod.wrapping_add(1);
+        self.events_posted += 1;
         debug!(kind, data, "event posted");
         if eq.armed {
             eq.armed = false;

@@ -176,6 +176,10 @@ pub struct Nic {
     qps: Table<Qp>,
     /// Queue doorbells accepted since reset.
     doorbells: u64,
+    /// Events written into the event queue since reset.
+    events_posted: u64,
+    /// 32-bit writes per doorbell page since the model started.
+    db_page_writes: [u64; hw::DB_PAGES as usize],
     /// PCI COMMAND.BME: the NIC may DMA (and send MSI-X) only while it is set.
     bus_master: bool,
     /// Events waiting for bus mastering: (kind, data, data2).
@@ -218,10 +222,19 @@ pub struct NicStatus {
     pub cqs: u32,
     /// QPs existing.
     pub qps: u32,
+    /// PDs, MRs, CQs and QPs created since the model started.
+    pub created: [u64; 4],
+    /// PDs, MRs, CQs and QPs destroyed by a command since the model started (a reset frees
+    /// without counting).
+    pub destroyed: [u64; 4],
     /// Queue doorbells accepted since reset.
     pub doorbells: u64,
     /// Admin commands completed since reset.
     pub commands: u64,
+    /// Events written into the event queue since reset.
+    pub events: u64,
+    /// Events in the event queue the driver has not consumed yet.
+    pub events_unread: u16,
     /// The anomaly counters.
     pub counters: Counters,
 }
@@ -232,7 +245,9 @@ impl fmt::Display for NicStatus {
         write!(
             f,
             "link={} enabled={} fatal={} error={} bme={} pds={} mrs={} cqs={} qps={} \
-             doorbells={} commands={} {}",
+             pds_created={} mrs_created={} cqs_created={} qps_created={} \
+             pds_destroyed={} mrs_destroyed={} cqs_destroyed={} qps_destroyed={} \
+             doorbells={} commands={} events={} events_unread={} {}",
             if self.link_up { "up" } else { "down" },
             u8::from(self.enabled),
             u8::from(self.fatal),
@@ -242,8 +257,18 @@ impl fmt::Display for NicStatus {
             self.mrs,
             self.cqs,
             self.qps,
+            self.created[0],
+            self.created[1],
+            self.created[2],
+            self.created[3],
+            self.destroyed[0],
+            self.destroyed[1],
+            self.destroyed[2],
+            self.destroyed[3],
             self.doorbells,
             self.commands,
+            self.events,
+            self.events_unread,
             self.counters
         )
     }
@@ -312,6 +337,8 @@ impl Nic {
                     .min(hw::MAX_QUEUE_NUM + 1 - hw::QPN_FIRST),
             ),
             doorbells: 0,
+            events_posted: 0,
+            db_page_writes: [0; hw::DB_PAGES as usize],
             bus_master: false,
             deferred_events: VecDeque::new(),
             pending_irqs: 0,
@@ -369,21 +396,41 @@ impl Nic {
             mrs: self.mrs.in_use(),
             cqs: self.cqs.in_use(),
             qps: self.qps.in_use(),
+            created: [
+                self.pds.counts().0,
+                self.mrs.counts().0,
+                self.cqs.counts().0,
+                self.qps.counts().0,
+            ],
+            destroyed: [
+                self.pds.counts().1,
+                self.mrs.counts().1,
+                self.cqs.counts().1,
+                self.qps.counts().1,
+            ],
             doorbells: self.doorbells,
             commands: self.commands_completed,
+            events: self.events_posted,
+            events_unread: self.events_unread(),
             counters: self.counters,
         }
     }
 
     /// Resets to the power-on state: queues off, registers zero, objects freed,
     /// `STATUS = READY`. PCI state (bus mastering), the link, the injected fault and the
-    /// counters are not part of the NIC's reset.
+    /// counters (the anomalies, objects created and destroyed, doorbell page writes) are
+    /// not part of the NIC's reset.
     pub fn reset(&mut self) {
         info!("reset");
         let mut fresh = Self::new(self.config);
         fresh.bus_master = self.bus_master;
         fresh.counters = self.counters;
         fresh.mr_gen = self.mr_gen;
+        fresh.db_page_writes = self.db_page_writes;
+        fresh.pds.keep_counts(&self.pds);
+        fresh.mrs.keep_counts(&self.mrs);
+        fresh.cqs.keep_counts(&self.cqs);
+        fresh.qps.keep_counts(&self.qps);
         fresh.wire = self.wire.take();
         fresh.loop_wire = self.loop_wire;
         *self = fresh;

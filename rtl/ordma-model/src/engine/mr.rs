@@ -71,6 +71,11 @@ impl Nic {
         self.mrs.in_use()
     }
 
+    /// The MR with key `key`, as the NIC holds it (the control channel's `mr`).
+    pub fn mr(&self, key: u32) -> Option<Mr> {
+        self.mrs.get(Handle::from_key(key)).copied()
+    }
+
     /// `CMD_CREATE_MR`: validates everything, walks the page list, stores the MR; the
     /// result is its key.
     pub(super) fn create_mr(&mut self, cmd: &hw::AdminCmd, mem: &dyn Dma) -> Outcome {

@@ -45,6 +45,10 @@ pub struct Table<T> {
     slots: Vec<Slot<T>>,
     max: u32,
     used: u32,
+    /// Objects stored, and removed, over the table's life and its predecessors'
+    /// ([`Table::keep_counts`]).
+    created: u64,
+    destroyed: u64,
 }
 
 impl<T> Table<T> {
@@ -54,7 +58,19 @@ impl<T> Table<T> {
             slots: Vec::new(),
             max,
             used: 0,
+            created: 0,
+            destroyed: 0,
         }
+    }
+
+    /// Objects stored so far, and objects removed ([`Table::remove`], not [`Table::clear`]).
+    pub fn counts(&self) -> (u64, u64) {
+        (self.created, self.destroyed)
+    }
+
+    /// Continues `old`'s counts (a reset replaces the table; the counts go on).
+    pub fn keep_counts(&mut self, old: &Self) {
+        (self.created, self.destroyed) = old.counts();
     }
 
     /// Stores `obj` in the lowest free slot; `None` if all `max` are in use.
@@ -71,6 +87,7 @@ impl<T> Table<T> {
         slot.key = slot.key.wrapping_add(1);
         slot.obj = Some(obj);
         self.used += 1;
+        self.created += 1;
         Some(Handle {
             index: u32::try_from(index).ok()?,
             key: slot.key,
@@ -101,6 +118,7 @@ impl<T> Table<T> {
             .obj
             .take()?;
         self.used -= 1;
+        self.destroyed += 1;
         Some(obj)
     }
 
@@ -170,7 +188,12 @@ mod tests {
         assert_eq!(t.get(a2), Some(&'e'));
         assert_eq!(Handle::from_key(a2.to_key().unwrap_or(0)), a2);
         assert_eq!(t.in_use(), 3);
+        assert_eq!(t.counts(), (4, 1));
         t.clear();
         assert_eq!((t.in_use(), t.get_index(1)), (0, None));
+        assert_eq!(t.counts(), (4, 1), "a clear is no removal");
+        let mut fresh = Table::<char>::new(3);
+        fresh.keep_counts(&t);
+        assert_eq!(fresh.counts(), (4, 1));
     }
 }

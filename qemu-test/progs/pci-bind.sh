@@ -1,0 +1,15 @@
+# Sourced by VM tests that bind and unbind ordma NICs by hand.
+#   bind_result BDF   writes BDF to ordma's sysfs bind file; prints "ok", or the errno
+#                     name the write failed with (the probe's error: ENODEV, ETIMEDOUT, EIO,
+#                     ...), so a test checks why a probe failed without reading the log
+bind_result() {
+	python3 -c '
+import errno, os, sys
+fd = os.open("/sys/bus/pci/drivers/ordma/bind", os.O_WRONLY)
+try:
+    os.write(fd, sys.argv[1].encode())
+    print("ok")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno))
+' "$1"
+}
