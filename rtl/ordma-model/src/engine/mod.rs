@@ -79,11 +79,18 @@ pub enum Fault {
     ResetStuck,
     /// `CMD_QUERY_DEVICE` fails with `AQ_BAD_PARAM`.
     QueryDeviceError,
+    /// `CMD_DESTROY_CQ` and `CMD_DESTROY_QP` fail with `AQ_BAD_PARAM` and destroy nothing:
+    /// the queue stays on the NIC, bound to its doorbell page.
+    DestroyFails,
+    /// The admin queue stops: doorbells are checked and latched, but no command is
+    /// processed (none completes) while the fault is armed.
+    AdminStuck,
 }
 
 impl Fault {
     /// The names `--inject` accepts.
-    pub const NAMES: &'static str = "bad-version, reset-stuck, query-device-error";
+    pub const NAMES: &'static str =
+        "bad-version, reset-stuck, query-device-error, destroy-fails, admin-stuck";
 }
 
 impl core::str::FromStr for Fault {
@@ -94,6 +101,8 @@ impl core::str::FromStr for Fault {
             "bad-version" => Ok(Self::BadVersion),
             "reset-stuck" => Ok(Self::ResetStuck),
             "query-device-error" => Ok(Self::QueryDeviceError),
+            "destroy-fails" => Ok(Self::DestroyFails),
+            "admin-stuck" => Ok(Self::AdminStuck),
             _ => Err(format!("unknown fault {s} ({})", Self::NAMES)),
         }
     }
@@ -208,6 +217,8 @@ pub struct NicStatus {
     pub doorbells: u64,
     /// Admin commands completed since reset.
     pub commands: u64,
+    /// Admin commands the driver has submitted (doorbell) that the NIC has not completed.
+    pub admin_pending: u16,
     /// The anomaly counters.
     pub counters: Counters,
 }
@@ -218,7 +229,7 @@ impl fmt::Display for NicStatus {
         write!(
             f,
             "link={} enabled={} fatal={} error={} bme={} pds={} mrs={} cqs={} qps={} \
-             doorbells={} commands={} {}",
+             doorbells={} commands={} admin_pending={} {}",
             if self.link_up { "up" } else { "down" },
             u8::from(self.enabled),
             u8::from(self.fatal),
@@ -230,6 +241,7 @@ impl fmt::Display for NicStatus {
             self.qps,
             self.doorbells,
             self.commands,
+            self.admin_pending,
             self.counters
         )
     }
@@ -345,6 +357,10 @@ impl Nic {
             qps: self.qps.in_use(),
             doorbells: self.doorbells,
             commands: self.commands_completed,
+            admin_pending: self
+                .aq
+                .as_ref()
+                .map_or(0, |aq| aq.sq_prod.wrapping_sub(aq.sq_head)),
             counters: self.counters,
         }
     }
