@@ -46,10 +46,13 @@ pub(crate) struct QpLimits {
 pub(crate) struct Qp<'bound> {
     nic: Arc<Nic<'bound>>,
     qpn: u32,
+    /// The doorbell page it takes its SQ and RQ doorbells from.
+    db_page: u32,
     caps: ib::QpCaps,
     max_mtu: u8,
-    /// The state as last set or queried; the lock serialises modifies. (Boxed: ib_core's
-    /// allocation is filled by moving the QP in.)
+    /// The state as last set or queried (the NIC may have moved it to `ERR` since); the
+    /// lock serialises modifies. (Boxed: ib_core's allocation is filled by moving the QP
+    /// in.)
     state: Pin<KBox<Mutex<u8>>>,
     /// `None` only while being dropped.
     memory: Option<NicMemory>,
@@ -199,11 +202,13 @@ impl<'bound> Qp<'bound> {
             },
         };
         let state = KBox::pin_init(new_mutex!(hw::QPS_RESET, "ordma_qp_state"), GFP_KERNEL)?;
-        let (qpn, memory) = nic.create_reaching(memory, || nic.create_qp(&params))?;
+        let (qpn, memory) =
+            nic.create_reaching(memory, Some(uctx.db_page()), || nic.create_qp(&params))?;
         // From here on, an error drops `qp`, which destroys it on the NIC.
         let qp = Self {
             nic: nic.clone(),
             qpn,
+            db_page: uctx.db_page(),
             caps,
             max_mtu: limits.max_mtu,
             state,
@@ -225,6 +230,12 @@ impl<'bound> Qp<'bound> {
     /// One modify: ib_core's transition table (`ib_modify_qp_is_ok`) for the state the QP is
     /// in (or the caller's `CUR_STATE`), the NIC's value rules, then `MODIFY_QP`.
     ///
+    /// The NIC moves a QP to `ERR` on its own (an error completion, a QP event), from any
+    /// state but `RESET`, so outside `RESET` the state is asked of the NIC first
+    /// (`QUERY_QP`): a transition invalid from `ERR` is then `EINVAL` from the table, not a
+    /// refusal by the NIC. If the NIC still refuses, because the QP left its state between
+    /// the two commands, that is `EINVAL` too.
+    ///
     /// # Errors
     ///
     /// `EINVAL` for an invalid transition, mask or value (`hardware.md`, "The QP state
@@ -241,6 +252,9 @@ impl<'bound> Qp<'bound> {
         }
         let bits = mask.bits();
         let mut state = self.state.lock();
+        if *state != hw::QPS_RESET {
+            *state = self.nic.query_qp(self.qpn)?.qp_state;
+        }
         let cur = if mask.has(ib::QpAttrMask::CUR_STATE) {
             attr.cur_qp_state
         } else {
@@ -260,7 +274,18 @@ impl<'bound> Qp<'bound> {
         {
             return Err(EINVAL);
         }
-        self.nic.modify_qp(self.qpn, bits, &a)?;
+        if let Err(e) = self.nic.modify_qp(self.qpn, bits, &a) {
+            // Refused: did the QP leave `cur` meanwhile?
+            if e == EIO && !self.nic.is_dead() {
+                if let Ok(now) = self.nic.query_qp(self.qpn) {
+                    *state = now.qp_state;
+                    if now.qp_state != cur {
+                        return Err(EINVAL);
+                    }
+                }
+            }
+            return Err(e);
+        }
         *state = next;
         Ok(())
     }
@@ -278,7 +303,9 @@ impl Drop for Qp<'_> {
     fn drop(&mut self) {
         let memory = self.memory.take();
         self.nic
-            .destroy_reaching("QP", self.qpn, memory, || self.nic.destroy_qp(self.qpn));
+            .destroy_reaching("QP", self.qpn, memory, Some(self.db_page), || {
+                self.nic.destroy_qp(self.qpn)
+            });
     }
 }
 
