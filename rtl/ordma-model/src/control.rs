@@ -8,7 +8,7 @@
 //! |---|---|
 //! | `link up`, `link down` | the port's link changes; `PORT_ACTIVE`/`PORT_DOWN` is posted (MSI-X if armed) |
 //! | `fatal [CODE]` | the NIC stops as on an internal error: `STATUS.FATAL`, `ERROR = CODE` (default `ERR_INTERNAL`, 5), `EVENT_FATAL` |
-//! | `inject FAULT` | arms an `--inject` fault now (`none` clears it): e.g. `destroy-fails` (`DESTROY_CQ`/`DESTROY_QP` fail, the queues stay), `admin-stuck` (no admin command completes) |
+//! | `inject FAULT` | arms an `--inject` fault now (`none` clears it): e.g. `destroy-fails` (`DESTROY_CQ`/`DESTROY_QP` fail, the queues stay), `admin-stuck` (no admin command completes), `admin-dies` (the next admin doorbell makes the NIC fatal) |
 //! | `event KIND DATA [COUNT]` | posts COUNT (1..=64, default 1) events of any kind with `data` DATA, as the NIC would |
 //! | `status` | `ok link=up\|down enabled=0\|1 fatal=0\|1 error=N bme=0\|1 pds=N mrs=N cqs=N qps=N doorbells=N commands=N admin_pending=N` and every anomaly counter |
 //!

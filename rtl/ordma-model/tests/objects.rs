@@ -1525,4 +1525,18 @@ fn injected_destroy_and_admin_faults_behave_as_documented() {
     assert_eq!(rig.nic.commands_completed, done + 2);
     let s = rig.nic.status_snapshot().to_string();
     assert!(s.contains(" admin_pending=0 "), "{s}");
+
+    // admin-dies: the next admin doorbell makes the NIC fatal, nothing completes.
+    rig.nic.inject(Some(Fault::AdminDies));
+    let done = rig.nic.commands_completed;
+    let slot = u64::from(rig.prod % (1 << AQ_LOG));
+    rig.mem
+        .dma_write(SQ + slot * hw::AQ_SQE_SIZE as u64, &e)
+        .unwrap();
+    rig.prod = rig.prod.wrapping_add(1);
+    rig.w(hw::REG_AQ_SQ_DB, u32::from(rig.prod));
+    assert_eq!(rig.nic.commands_completed, done);
+    assert_ne!(rig.nic.status() & hw::STATUS_FATAL, 0);
+    assert_eq!(rig.nic.error(), hw::ERR_INTERNAL);
+    assert_eq!(rig.event().kind, hw::EVENT_FATAL);
 }

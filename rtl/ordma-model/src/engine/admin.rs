@@ -7,7 +7,7 @@
 //! the doorbell is validated and latched, and the entries are processed when it is back on.
 
 use ordma_hw as hw;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::counters::{bounded_warn, Anomaly};
 use super::{Fault, Interrupts, Nic, Pd};
@@ -71,6 +71,10 @@ impl Nic {
             return self.fatal(hw::ERR_BAD_DOORBELL, mem, irq);
         }
         aq.sq_prod = prod;
+        if self.config.fault == Some(Fault::AdminDies) {
+            warn!("injected fault: the NIC dies with an admin command in flight");
+            return self.fatal(hw::ERR_INTERNAL, mem, irq);
+        }
         if !self.bus_master {
             self.refused("admin doorbell latched");
             return;

@@ -85,12 +85,15 @@ pub enum Fault {
     /// The admin queue stops: doorbells are checked and latched, but no command is
     /// processed (none completes) while the fault is armed.
     AdminStuck,
+    /// The next admin doorbell makes the NIC fatal (`ERR_INTERNAL`, `EVENT_FATAL`) before
+    /// it processes a command: the driver's command dies in flight.
+    AdminDies,
 }
 
 impl Fault {
     /// The names `--inject` accepts.
     pub const NAMES: &'static str =
-        "bad-version, reset-stuck, query-device-error, destroy-fails, admin-stuck";
+        "bad-version, reset-stuck, query-device-error, destroy-fails, admin-stuck, admin-dies";
 }
 
 impl core::str::FromStr for Fault {
@@ -103,6 +106,7 @@ impl core::str::FromStr for Fault {
             "query-device-error" => Ok(Self::QueryDeviceError),
             "destroy-fails" => Ok(Self::DestroyFails),
             "admin-stuck" => Ok(Self::AdminStuck),
+            "admin-dies" => Ok(Self::AdminDies),
             _ => Err(format!("unknown fault {s} ({})", Self::NAMES)),
         }
     }
