@@ -2,10 +2,10 @@
 """A verbs process that waits for a device's asynchronous events through the real
 libibverbs (ctypes): ibv_get_async_event(), named by libibverbs' own ibv_event_type_str().
 
-Usage: async_events.py DEV [--pd] [--then-alloc-pd] EVENT...
+Usage: async_events.py DEV [--pd] [--then-alloc-pd] [--wait S] EVENT...
   Opens DEV (with --pd, also allocates a PD), prints "ready", then waits for each EVENT in
   turn (libibverbs' names, e.g. "port error", "port active", "local catastrophic error";
-  60 s each), printing "event <name> port <n>" for every event read and acking it.
+  S seconds each, default 60), printing "event <name> port <n>" for every event read and acking it.
   An event other than the one awaited fails the run. With --then-alloc-pd, once all have
   arrived it calls ibv_alloc_pd() once more and prints "alloc_pd errno <name> <ms> ms".
   Prints "done" and exits 0 when everything expected happened.
@@ -33,6 +33,11 @@ def main():
     dev = args.pop(0)
     want_pd = "--pd" in args
     then_alloc = "--then-alloc-pd" in args
+    wait_s = 60
+    if "--wait" in args:
+        i = args.index("--wait")
+        wait_s = int(args[i + 1])
+        del args[i:i + 2]
     events = [a for a in args if not a.startswith("--")]
     ctx = open_device(dev)
     if want_pd and not ibv.ibv_alloc_pd(ctx):
@@ -47,9 +52,9 @@ def main():
 
         t = threading.Thread(target=wait, daemon=True)
         t.start()
-        t.join(60)
+        t.join(wait_s)
         if t.is_alive():
-            die(f"no event within 60 s (waiting for '{want}')")
+            die(f"no event within {wait_s} s (waiting for '{want}')")
         if got["rc"]:
             die(f"ibv_get_async_event: errno {ctypes.get_errno()}")
         name = ibv.ibv_event_type_str(ev.event_type).decode()

@@ -5,8 +5,12 @@ interface, with sizes and contents libibverbs would never send.
 Usage: uverbs_raw.py IBDEV   (e.g. ordma0)
        uverbs_raw.py --hold IBDEV
          (makes a PD, a CQ of 32768 entries (a 256-page ring and a 1-page record) and a
-         QP with 256-page send and receive rings: 769 pages pinned; prints "holding",
-         then sleeps until killed)
+         QP with 256-page send and receive rings: 769 pages pinned; prints "holding page
+         P cqn C qpn Q" (its doorbell page, the NIC's numbers), then sleeps until killed)
+       uverbs_raw.py --contexts IBDEV CQN
+         (opens contexts until GET_CONTEXT fails, and from each one's doorbell page arms CQ
+         CQN (the NIC takes it only from the CQ's own page); prints "pages P..." (the pages
+         they got), then "contexts N errno E", and closes them)
        uverbs_raw.py --limits IBDEV PDS CQS QPS MRS
          (a NIC whose model reports these limits: each object can be made exactly that
          many times, the next one gets ENOMEM, and freeing one makes room again)
@@ -497,28 +501,52 @@ def main():
 
 def hold(ibdev):
     fd = os.open(uverbs_path(ibdev), os.O_RDWR)
-    e, _ = get_context(fd, struct.pack("<II", 0, 0))
+    e, raw = get_context(fd, struct.pack("<II", 0, 0))
     if e:
         fail(f"GET_CONTEXT: errno {e}")
+    _, page, _, _, _ = UCTX_RESP.unpack_from(raw, 8)
     e, raw = command(fd, ALLOC_PD, b"\0" * 8, 4 + PD_RESP.size)
     if e:
         fail(f"ALLOC_PD: errno {e}")
     pd, = struct.unpack_from("<I", raw, 0)
     bufs = [mmap.mmap(-1, 1 << 20) for _ in range(3)] + [mmap.mmap(-1, 4096)]
     ring, sq, rq, rec = (ctypes.addressof(ctypes.c_char.from_buffer(b)) for b in bufs)
-    e, _, cq, _ = create_cq(fd, 32768, CQ_CMD.pack(0, 15, 5, 0, ring, rec))
+    e, _, cq, cqn = create_cq(fd, 32768, CQ_CMD.pack(0, 15, 5, 0, ring, rec))
     if e:
         fail(f"CREATE_CQ: errno {e}")
-    e, _, _ = create_qp(fd, pd, cq, (4096, 4096, 1, 1, 0), QP_CMD.pack(0, 12, 8, 12, 8, sq, rq))
+    e, _, qp_resp = create_qp(fd, pd, cq, (4096, 4096, 1, 1, 0), QP_CMD.pack(0, 12, 8, 12, 8, sq, rq))
     if e:
         fail(f"CREATE_QP: errno {e}")
-    print("holding", flush=True)
+    print(f"holding page {page} cqn {cqn} qpn {qp_resp[1]}", flush=True)
     while True:
         time.sleep(60)
 
 
+def contexts(ibdev, cqn):
+    dev = uverbs_path(ibdev)
+    held, pages = [], []
+    while True:
+        fd = os.open(dev, os.O_RDWR)
+        e, raw = get_context(fd, struct.pack("<II", 0, 0))
+        if e:
+            os.close(fd)
+            break
+        _, page, key, _, _ = UCTX_RESP.unpack_from(raw, 8)
+        db = mmap.mmap(fd, 4096, flags=mmap.MAP_SHARED, prot=mmap.PROT_WRITE, offset=key)
+        store32(db, 0x8, cqn << 16)
+        held.append((fd, db))
+        pages.append(page)
+    print("pages " + " ".join(map(str, pages)))
+    print(f"contexts {len(held)} errno {errno.errorcode.get(e, e)}")
+    for fd, db in held:
+        db.close()
+        os.close(fd)
+
+
 if sys.argv[1] == "--hold":
     hold(sys.argv[2])
+elif sys.argv[1] == "--contexts":
+    contexts(sys.argv[2], int(sys.argv[3]))
 elif sys.argv[1] == "--limits":
     limits(sys.argv[2], *map(int, sys.argv[3:7]))
 else:

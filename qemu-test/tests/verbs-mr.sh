@@ -84,7 +84,7 @@ echo "ok: no driver errors or warnings in dmesg"
 # of rings and record, made through the raw uverbs interface). The first registers one
 # more MR: CREATE_MR times out (ETIMEDOUT), the NIC may have the MR, so its memory stays
 # pinned too. Then both are killed: their 4 DESTROY_MRs, DESTROY_QP and DESTROY_CQ fail
-# (the queue is known broken) and their memory stays pinned.
+# (the timeout made the NIC a failed one) and their memory stays pinned.
 nic=0000:00:06.0
 D=/sys/bus/pci/drivers/ordma
 [ -e $D/$nic ] || fail "the NIC is not at $nic"

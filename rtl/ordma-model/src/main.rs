@@ -46,7 +46,9 @@ struct Args {
     #[arg(long, value_name = "L", default_value = "info", value_parser = parse_level)]
     log_level: tracing::Level,
     /// Misbehave, to test the driver: bad-version (VERSION says 2.0), reset-stuck (READY
-    /// never returns after a reset), query-device-error (QUERY_DEVICE fails)
+    /// never returns after a reset), query-device-error (QUERY_DEVICE fails), destroy-fails
+    /// (DESTROY_CQ and DESTROY_QP fail, the queues stay), admin-stuck (no admin command
+    /// completes), admin-dies (the next admin doorbell makes the NIC fatal)
     #[arg(long, value_name = "FAULT", value_parser = parse_fault)]
     inject: Option<Fault>,
     /// The shortest transport (ACK) timer, as an IB timeout exponent (4.096 µs × 2^E): a QP

@@ -1493,3 +1493,65 @@ fn a_reset_frees_every_object_and_the_status_line_shows_it() {
     rig.db(1, hw::DB_SQ, hw::db_value(2, 1));
     assert_eq!(rig.count(Anomaly::BadDoorbell), bad + 1);
 }
+
+#[test]
+fn injected_destroy_and_admin_faults_behave_as_documented() {
+    use ordma_model::engine::Fault;
+    // destroy-fails: DESTROY_QP and DESTROY_CQ fail, the queues stay on their page.
+    let mut rig = Rig::new();
+    let (_, cqn, qpn) = rig.qp_on(5);
+    rig.nic.inject(Some(Fault::DestroyFails));
+    let n = hw::NumParams { num: qpn }.encode();
+    assert_eq!(rig.status(hw::CMD_DESTROY_QP, n), hw::AQ_BAD_PARAM);
+    let c = hw::NumParams { num: cqn }.encode();
+    assert_eq!(rig.status(hw::CMD_DESTROY_CQ, c), hw::AQ_BAD_PARAM);
+    let s = rig.nic.status_snapshot().to_string();
+    assert!(s.contains(" cqs=1 qps=1 "), "{s}");
+    // The queue still answers its page's doorbells.
+    rig.db(5, hw::DB_CQ_ARM, hw::db_value(cqn, 0));
+    assert_eq!(rig.nic.doorbells_accepted(), 1);
+    rig.nic.inject(None);
+    rig.ok(hw::CMD_DESTROY_QP, n);
+    rig.ok(hw::CMD_DESTROY_CQ, c);
+
+    // admin-stuck: the doorbell is taken, nothing completes, `admin_pending` counts it;
+    // disarmed, the next doorbell runs what waited.
+    rig.nic.inject(Some(Fault::AdminStuck));
+    let done = rig.nic.commands_completed;
+    let e = hw::AdminCmd {
+        opcode: hw::CMD_ALLOC_PD,
+        cmd_id: 77,
+        params: [0; hw::AQ_SQE_SIZE - 8],
+    }
+    .encode();
+    let slot = u64::from(rig.prod % (1 << AQ_LOG));
+    rig.mem
+        .dma_write(SQ + slot * hw::AQ_SQE_SIZE as u64, &e)
+        .unwrap();
+    rig.prod = rig.prod.wrapping_add(1);
+    rig.w(hw::REG_AQ_SQ_DB, u32::from(rig.prod));
+    assert_eq!(rig.nic.commands_completed, done);
+    assert_eq!(rig.nic.status() & hw::STATUS_FATAL, 0);
+    let s = rig.nic.status_snapshot().to_string();
+    assert!(s.contains(" admin_pending=1 "), "{s}");
+    rig.nic.inject(None);
+    // PD 0 is the QP's; the waiting ALLOC_PD ran first and got PD 1.
+    assert_eq!(rig.alloc_pd(), 2);
+    assert_eq!(rig.nic.commands_completed, done + 2);
+    let s = rig.nic.status_snapshot().to_string();
+    assert!(s.contains(" admin_pending=0 "), "{s}");
+
+    // admin-dies: the next admin doorbell makes the NIC fatal, nothing completes.
+    rig.nic.inject(Some(Fault::AdminDies));
+    let done = rig.nic.commands_completed;
+    let slot = u64::from(rig.prod % (1 << AQ_LOG));
+    rig.mem
+        .dma_write(SQ + slot * hw::AQ_SQE_SIZE as u64, &e)
+        .unwrap();
+    rig.prod = rig.prod.wrapping_add(1);
+    rig.w(hw::REG_AQ_SQ_DB, u32::from(rig.prod));
+    assert_eq!(rig.nic.commands_completed, done);
+    assert_ne!(rig.nic.status() & hw::STATUS_FATAL, 0);
+    assert_eq!(rig.nic.error(), hw::ERR_INTERNAL);
+    assert_eq!(rig.event().kind, hw::EVENT_FATAL);
+}

@@ -42,8 +42,39 @@ struct AdminState {
     /// Next command tag.
     next_id: u32,
     /// A command was abandoned (timeout, or the NIC died): the rings are out of step with
-    /// the NIC until a reset.
+    /// the NIC until a reset. (The caller then treats the NIC as dead.)
     broken: bool,
+}
+
+/// Why a command did not succeed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// Not sent: the NIC is dead, or the rings are out of step since an earlier command.
+    NotSent,
+    /// Sent, and not answered within `ADMIN_TIMEOUT`.
+    TimedOut,
+    /// Sent, and the NIC died (a `FATAL` event) before it answered.
+    DiedWaiting,
+    /// Answered, for another command.
+    WrongId {
+        /// The tag the completion carries.
+        got: u32,
+        /// The command's.
+        want: u32,
+    },
+    /// Answered with an error status.
+    Status(u16),
+}
+
+impl Failure {
+    /// Whether the NIC may have carried the command out: it was sent and no completion of
+    /// its own said it failed.
+    pub(crate) fn may_have_run(self) -> bool {
+        matches!(
+            self,
+            Self::TimedOut | Self::DiedWaiting | Self::WrongId { .. }
+        )
+    }
 }
 
 /// What the completion interrupt and `fail_all` tell a waiter.
@@ -120,25 +151,19 @@ impl AdminQueue {
         Some(hw::AdminCompletion::decode(&raw))
     }
 
-    /// Runs one command: writes it, rings the doorbell, waits for its completion.
-    ///
-    /// # Errors
-    ///
-    /// `EIO` at once if the NIC is dead (a fatal event) or the queue broken by an earlier
-    /// timeout; `ETIMEDOUT` if the NIC does not answer within 5 s; `ENOMEM` if the NIC has
-    /// no room for the object; `EIO` if the completion does not match the command or
-    /// reports another error status (logged). Signals do not interrupt a command: the NIC
-    /// would still complete it, and the rings would go out of step.
+    /// Runs one command: writes it, rings the doorbell, waits for its completion, and
+    /// returns its result. Signals do not interrupt a command: the NIC would still complete
+    /// it, and the rings would go out of step. What a failure means is for the caller
+    /// ([`Nic::command`]) to act on.
     pub(crate) fn execute(
         &self,
-        dev: &device::Device,
         bar: &Bar0<'_>,
         opcode: u8,
         params: [u8; hw::AQ_SQE_SIZE - 8],
-    ) -> Result<u64> {
+    ) -> Result<u64, Failure> {
         let mut st = self.state.lock();
         if st.broken || self.wake.lock().dead {
-            return Err(EIO);
+            return Err(Failure::NotSent);
         }
         let cmd_id = st.next_id;
         st.next_id = st.next_id.wrapping_add(1);
@@ -158,41 +183,29 @@ impl AdminQueue {
         let head = st.cq_head;
         let c = match self.wait(head) {
             Ok(c) => c,
-            Err(e) => {
-                if e == ETIMEDOUT {
-                    dev_err!(dev, "admin command {opcode:#x} (id {cmd_id}) timed out\n");
-                }
+            Err(f) => {
+                // The NIC may still complete the command: the rings are out of step.
                 st.broken = true;
-                return Err(e);
+                return Err(f);
             }
         };
         st.cq_head = head.wrapping_add(1);
         if c.cmd_id != cmd_id {
-            dev_err!(
-                dev,
-                "admin completion for id {} while waiting for {cmd_id}\n",
-                c.cmd_id
-            );
-            return Err(EIO);
+            return Err(Failure::WrongId {
+                got: c.cmd_id,
+                want: cmd_id,
+            });
         }
         match c.status {
             hw::AQ_OK => Ok(c.result),
-            // The NIC's table is full: the caller's ENOMEM, not a NIC failure.
-            hw::AQ_NO_RESOURCES => Err(ENOMEM),
-            status => {
-                dev_err!(
-                    dev,
-                    "admin command {opcode:#x} failed with status {status}\n"
-                );
-                Err(EIO)
-            }
+            status => Err(Failure::Status(status)),
         }
     }
 
-    /// Waits for the completion in slot `head`: until it is written, the NIC dies (`EIO`),
-    /// or `ADMIN_TIMEOUT` passes on the monotonic clock with the ring checked once more
-    /// (`ETIMEDOUT`).
-    fn wait(&self, head: u16) -> Result<hw::AdminCompletion> {
+    /// Waits for the completion in slot `head`: until it is written, the NIC dies
+    /// ([`Failure::DiedWaiting`]), or `ADMIN_TIMEOUT` passes on the monotonic clock with the
+    /// ring checked once more ([`Failure::TimedOut`]).
+    fn wait(&self, head: u16) -> Result<hw::AdminCompletion, Failure> {
         let start = Instant::<Monotonic>::now();
         let mut guard = self.wake.lock();
         loop {
@@ -200,11 +213,11 @@ impl AdminQueue {
                 return Ok(c);
             }
             if guard.dead {
-                return Err(EIO);
+                return Err(Failure::DiedWaiting);
             }
             let left = ADMIN_TIMEOUT - start.elapsed();
             if left.is_negative() || left.is_zero() {
-                return Err(ETIMEDOUT);
+                return Err(Failure::TimedOut);
             }
             // CAST: `left` is at most 5000 ms.
             let jiffies = msecs_to_jiffies(left.as_millis_ceil() as u32).max(1);

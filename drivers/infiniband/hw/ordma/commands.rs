@@ -9,7 +9,10 @@ use kernel::{
     prelude::*,
 };
 
-use crate::{hw, nic::Nic};
+use crate::{
+    hw,
+    nic::{Failed, Nic},
+};
 
 impl Nic<'_> {
     /// Runs a query command whose `N`-byte response the NIC writes to a DMA buffer;
@@ -23,10 +26,12 @@ impl Nic<'_> {
         // CAST: `N` is a response size, a small constant.
         let len = self.admin(opcode, params(buf.dma_address(), N as u32))?;
         if len != N as u64 {
-            dev_err!(
-                self.pdev,
-                "admin command {opcode:#x} returned {len} bytes, expected {N}\n"
-            );
+            self.verbs_log_limit.log(self.pdev, || {
+                dev_err!(
+                    self.pdev,
+                    "admin command {opcode:#x} returned {len} bytes, expected {N}\n"
+                )
+            });
             return Err(EIO);
         }
         Ok(buf.copy_read())
@@ -66,7 +71,9 @@ impl Nic<'_> {
         let pdn = self.admin(hw::CMD_ALLOC_PD, [0; hw::AQ_SQE_SIZE - 8])?;
         // The NIC answers below `max_pd`, a u32; anything else is a broken NIC.
         u32::try_from(pdn).map_err(|_| {
-            dev_err!(self.pdev, "ALLOC_PD returned PD number {pdn}\n");
+            self.verbs_log_limit.log(self.pdev, || {
+                dev_err!(self.pdev, "ALLOC_PD returned PD number {pdn}\n")
+            });
             EIO
         })
     }
@@ -78,11 +85,13 @@ impl Nic<'_> {
     }
 
     /// `CMD_CREATE_MR`: the new MR's key.
-    pub(crate) fn create_mr(&self, p: &hw::CreateMrParams) -> Result<u32> {
-        let key = self.admin(hw::CMD_CREATE_MR, p.encode())?;
+    pub(crate) fn create_mr(&self, p: &hw::CreateMrParams) -> Result<u32, Failed> {
+        let key = self.command(hw::CMD_CREATE_MR, p.encode())?;
         u32::try_from(key).map_err(|_| {
-            dev_err!(self.pdev, "CREATE_MR returned key {key:#x}\n");
-            EIO
+            self.verbs_log_limit.log(self.pdev, || {
+                dev_err!(self.pdev, "CREATE_MR returned key {key:#x}\n")
+            });
+            Failed::nonsense()
         })
     }
 
@@ -95,19 +104,21 @@ impl Nic<'_> {
 
 impl Nic<'_> {
     /// Checks that a create command's result is a 16-bit queue number.
-    fn queue_num(&self, what: &str, num: u64) -> Result<u32> {
+    fn queue_num(&self, what: &str, num: u64) -> Result<u32, Failed> {
         u32::try_from(num)
             .ok()
             .filter(|&n| n <= hw::MAX_QUEUE_NUM)
             .ok_or_else(|| {
-                dev_err!(self.pdev, "{what} returned number {num:#x}\n");
-                EIO
+                self.verbs_log_limit.log(self.pdev, || {
+                    dev_err!(self.pdev, "{what} returned number {num:#x}\n")
+                });
+                Failed::nonsense()
             })
     }
 
     /// `CMD_CREATE_CQ`: the new CQ's number.
-    pub(crate) fn create_cq(&self, p: &hw::CreateCqParams) -> Result<u32> {
-        let cqn = self.admin(hw::CMD_CREATE_CQ, p.encode())?;
+    pub(crate) fn create_cq(&self, p: &hw::CreateCqParams) -> Result<u32, Failed> {
+        let cqn = self.command(hw::CMD_CREATE_CQ, p.encode())?;
         self.queue_num("CREATE_CQ", cqn)
     }
 
@@ -118,8 +129,8 @@ impl Nic<'_> {
     }
 
     /// `CMD_CREATE_QP`: the new QP's number.
-    pub(crate) fn create_qp(&self, p: &hw::CreateQpParams) -> Result<u32> {
-        let qpn = self.admin(hw::CMD_CREATE_QP, p.encode())?;
+    pub(crate) fn create_qp(&self, p: &hw::CreateQpParams) -> Result<u32, Failed> {
+        let qpn = self.command(hw::CMD_CREATE_QP, p.encode())?;
         self.queue_num("CREATE_QP", qpn)
     }
 
@@ -150,10 +161,12 @@ impl Nic<'_> {
             .encode()
         })?;
         hw::QpAttr::decode(&raw).ok_or_else(|| {
-            dev_err!(
-                self.pdev,
-                "QUERY_QP {qpn}: reserved bytes set in the answer\n"
-            );
+            self.verbs_log_limit.log(self.pdev, || {
+                dev_err!(
+                    self.pdev,
+                    "QUERY_QP {qpn}: reserved bytes set in the answer\n"
+                )
+            });
             EIO
         })
     }

@@ -15,6 +15,8 @@ pub(crate) struct Cq<'bound> {
     cqn: u32,
     /// Entries the ring holds.
     depth: u32,
+    /// The doorbell page it takes its arm doorbells from.
+    db_page: u32,
     /// `None` only while being dropped.
     memory: Option<NicMemory>,
 }
@@ -63,12 +65,14 @@ impl<'bound> Cq<'bound> {
             ring,
             db_record,
         };
-        let (cqn, memory) = nic.create_reaching(memory, || nic.create_cq(&params))?;
+        let (cqn, memory) =
+            nic.create_reaching(memory, Some(uctx.db_page()), || nic.create_cq(&params))?;
         // From here on, an error drops `cq`, which destroys it on the NIC.
         let cq = Self {
             nic: nic.clone(),
             cqn,
             depth,
+            db_page: uctx.db_page(),
             memory: Some(memory),
         };
         udata.respond(&uapi::CreateCqResp { comp_mask: 0, cqn })?;
@@ -101,6 +105,8 @@ impl Drop for Cq<'_> {
     fn drop(&mut self) {
         let memory = self.memory.take();
         self.nic
-            .destroy_reaching("CQ", self.cqn, memory, || self.nic.destroy_cq(self.cqn));
+            .destroy_reaching("CQ", self.cqn, memory, Some(self.db_page), || {
+                self.nic.destroy_cq(self.cqn)
+            });
     }
 }

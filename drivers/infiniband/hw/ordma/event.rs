@@ -71,18 +71,13 @@ impl Nic<'_> {
                 let state = if active { "ACTIVE" } else { "DOWN" };
                 self.log_event(|| dev_info!(self.pdev, "port {} {state}\n", e.data));
             }
-            hw::EVENT_FATAL => {
-                if self.mark_dead() {
-                    self.ib_events.device_fatal();
-                    self.log_event(|| {
-                        dev_err!(
-                            self.pdev,
-                            "the NIC stopped with a fatal error {}: its verbs fail with EIO until it is rebound\n",
-                            e.data
-                        )
-                    });
-                }
-            }
+            hw::EVENT_FATAL => self.failed(|| {
+                dev_err!(
+                    self.pdev,
+                    "the NIC stopped with a fatal error {}: its verbs fail with EIO until it is rebound\n",
+                    e.data
+                )
+            }),
             hw::EVENT_CQ_COMPLETION => {
                 // A CQ destroyed while its event was on the way: nothing to wake.
                 if !self.ib_events.cq_completion(e.data) {
@@ -135,12 +130,7 @@ impl Nic<'_> {
 
     /// Logs through the interrupt handlers' rate limit.
     fn log_event(&self, print: impl FnOnce()) {
-        if let Some(suppressed) = self.log_limit.allow() {
-            if suppressed > 0 {
-                dev_warn!(self.pdev, "{suppressed} event message(s) suppressed\n");
-            }
-            print();
-        }
+        self.log_limit.log(self.pdev, print);
     }
 }
 

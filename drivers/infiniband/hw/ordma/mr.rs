@@ -62,9 +62,10 @@ impl<'bound> Mr<'bound> {
     /// `EINVAL`/`EOPNOTSUPP` for access flags (see [`hw_access`]), `EOPNOTSUPP` for
     /// driver input; `ib_umem_get`'s errors (`ENOMEM` over `RLIMIT_MEMLOCK`, `EFAULT`);
     /// `EINVAL` when no page size of the NIC fits the mapping or it has too many pages;
-    /// `ENOMEM` when the NIC has no free MR; `EIO` when the NIC is dead or broken;
-    /// `ETIMEDOUT` when it does not answer (the memory then stays pinned until the NIC is
-    /// stopped, as for an unacknowledged destroy).
+    /// `ENOMEM` when the NIC has no free MR; `EIO` when the NIC is dead, or dies while
+    /// the command waits; `ETIMEDOUT` when it does not answer (then it is treated as dead).
+    /// When the NIC may have made the MR without answering, the memory stays pinned until
+    /// the NIC is stopped, as for an unacknowledged destroy.
     pub(crate) fn new(
         nic: &Arc<Nic<'bound>>,
         pd: &Pd<'bound>,
@@ -96,7 +97,7 @@ impl<'bound> Mr<'bound> {
             length: mem.length(),
             pages: memory.add_list(tables)?,
         };
-        let (key, memory) = nic.create_reaching(memory, || nic.create_mr(&params))?;
+        let (key, memory) = nic.create_reaching(memory, None, || nic.create_mr(&params))?;
         dev_dbg!(
             nic.pdev,
             "MR {key:#x}: {} bytes at {} {:#x}, {npages} pages of {} bytes\n",
@@ -130,7 +131,8 @@ impl ib::MrObject for Mr<'_> {
 impl Drop for Mr<'_> {
     fn drop(&mut self) {
         let memory = self.memory.take();
-        self.nic
-            .destroy_reaching("MR", self.key, memory, || self.nic.destroy_mr(self.key));
+        self.nic.destroy_reaching("MR", self.key, memory, None, || {
+            self.nic.destroy_mr(self.key)
+        });
     }
 }

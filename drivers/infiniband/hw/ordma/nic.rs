@@ -19,7 +19,7 @@ use kernel::{
 };
 
 use crate::{
-    admin::AdminQueue,
+    admin::{AdminQueue, Failure},
     event::EventRing,
     hw::{self, regs},
     ib,
@@ -55,6 +55,8 @@ pub(crate) struct Nic<'bound> {
     pub(crate) doorbells: DoorbellPages,
     /// Bounds what interrupt handlers log.
     pub(crate) log_limit: RateLimit,
+    /// Bounds what the verbs log: every message a user's calls can cause.
+    pub(crate) verbs_log_limit: RateLimit,
     /// Memory of objects (MRs, CQs, QPs) whose destroy the NIC did not acknowledge: it may
     /// still reach it, so it is released only once the NIC is stopped (`quiesce`).
     #[pin]
@@ -82,7 +84,8 @@ impl<'bound> Nic<'bound> {
             port_changes: Atomic::new(0),
             dead: Atomic::new(false),
             doorbells: DoorbellPages::new(db_pfn),
-            log_limit: RateLimit::new(),
+            log_limit: RateLimit::new("event"),
+            verbs_log_limit: RateLimit::new("verbs"),
             retired <- new_mutex!(KVec::new(), "ordma_retired"),
         }))
     }
@@ -137,10 +140,12 @@ impl<'bound> Nic<'bound> {
         };
         drop(retired);
         if let Err(memory) = kept {
-            dev_err!(
-                self.pdev,
-                "leaking an object's pinned memory: no room to keep it until the NIC is reset\n"
-            );
+            self.verbs_log_limit.log(self.pdev, || {
+                dev_err!(
+                    self.pdev,
+                    "leaking an object's pinned memory: no room to keep it until the NIC is reset\n"
+                )
+            });
             core::mem::forget(memory);
         }
     }
@@ -191,23 +196,118 @@ impl<'bound> Nic<'bound> {
         self.port_changes.load(Acquire)
     }
 
-    /// Whether the NIC reported a fatal error.
+    /// Whether the NIC failed (its `FATAL` event, or an admin queue it stopped serving).
     pub(crate) fn is_dead(&self) -> bool {
         self.dead.load(Acquire)
     }
 
     /// The NIC stopped with a fatal error: every admin command fails from now on, at once,
     /// and waiters wake. `true` the first time.
-    pub(crate) fn mark_dead(&self) -> bool {
+    fn mark_dead(&self) -> bool {
         let first = !self.dead.xchg(true, Release);
         self.admin.fail_all();
         first
     }
 
-    /// Runs one admin command (see [`AdminQueue::execute`]).
+    /// The NIC failed (its `FATAL` event, or an admin queue it stopped serving): it is
+    /// dead from now on, every admin command failing at once with `EIO`, and ib_core is
+    /// told (`IB_EVENT_DEVICE_FATAL`, to every user context). `print` says why, the first
+    /// time only.
+    pub(crate) fn failed(&self, print: impl FnOnce()) {
+        if self.mark_dead() {
+            self.ib_events.device_fatal();
+            print();
+        }
+    }
+
+    /// Runs one admin command (see [`AdminQueue::execute`]) and acts on a failure: a
+    /// command the NIC does not answer in time, or answers out of step, means the NIC has
+    /// failed ([`Nic::failed`]).
+    ///
+    /// # Errors
+    ///
+    /// `EIO` at once if the NIC is dead; `ETIMEDOUT` if it did not answer within 5 s;
+    /// `ENOMEM` if it has no room for the object; `EIO` if it died while the command
+    /// waited, answered for another command or with another error status (logged, rate
+    /// limited). [`Failed::may_have_run`] says whether the NIC may have carried it out.
+    pub(crate) fn command(
+        &self,
+        opcode: u8,
+        params: [u8; hw::AQ_SQE_SIZE - 8],
+    ) -> Result<u64, Failed> {
+        let f = match self.admin.execute(&self.bar, opcode, params) {
+            Ok(result) => return Ok(result),
+            Err(f) => f,
+        };
+        let err = match f {
+            Failure::NotSent | Failure::DiedWaiting => EIO,
+            Failure::TimedOut => {
+                self.failed(|| {
+                    dev_err!(
+                        self.pdev,
+                        "admin command {opcode:#x} timed out: the NIC is treated as failed, its verbs fail with EIO until it is rebound\n"
+                    )
+                });
+                ETIMEDOUT
+            }
+            Failure::WrongId { got, want } => {
+                self.failed(|| {
+                    dev_err!(
+                        self.pdev,
+                        "admin completion for id {got} while waiting for {want}: the NIC is treated as failed\n"
+                    )
+                });
+                EIO
+            }
+            // The NIC's table is full: the caller's ENOMEM, not a NIC failure.
+            Failure::Status(hw::AQ_NO_RESOURCES) => ENOMEM,
+            Failure::Status(status) => {
+                self.verbs_log_limit.log(self.pdev, || {
+                    dev_err!(
+                        self.pdev,
+                        "admin command {opcode:#x} failed with status {status}\n"
+                    )
+                });
+                EIO
+            }
+        };
+        Err(Failed {
+            err,
+            may_have_run: f.may_have_run(),
+        })
+    }
+
+    /// Runs one admin command, for a caller that needs only the errno (see
+    /// [`Nic::command`]).
     pub(crate) fn admin(&self, opcode: u8, params: [u8; hw::AQ_SQE_SIZE - 8]) -> Result<u64> {
-        self.admin
-            .execute(self.pdev.as_ref(), &self.bar, opcode, params)
+        self.command(opcode, params).map_err(Error::from)
+    }
+}
+
+/// An admin command that failed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Failed {
+    /// The caller's errno.
+    pub(crate) err: Error,
+    /// The NIC may have carried the command out (it was sent and never answered, or its
+    /// answer made no sense): an object it creates may exist on the NIC.
+    pub(crate) may_have_run: bool,
+}
+
+impl Failed {
+    /// An answer the driver cannot use (a number out of range): the NIC says it made the
+    /// object, so it may exist.
+    pub(crate) fn nonsense() -> Self {
+        Self {
+            err: EIO,
+            may_have_run: true,
+        }
+    }
+}
+
+impl From<Failed> for Error {
+    fn from(f: Failed) -> Self {
+        f.err
     }
 }
 
@@ -216,11 +316,19 @@ const PCI_COMMAND: usize = 0x04;
 const PCI_COMMAND_MASTER: u16 = 0x4;
 
 /// The user doorbell pages of BAR2: a lock-free bitmap, page 0 being the kernel's.
+///
+/// A page goes back to the pool when its context is gone, unless a queue on it may still
+/// exist on the NIC (a destroy the NIC did not acknowledge, a create it did not answer):
+/// the NIC takes that queue's doorbells from the page, so whoever maps it next could
+/// drive the queue. Such a page is kept out of the pool until the NIC is reset (unbind,
+/// which drops the pool with the `Nic`).
 pub(crate) struct DoorbellPages {
     /// Page frame number of page 0.
     pfn0: u64,
     /// Pages in use, bit `i` for page `i`; page 0 and every bit beyond `DB_PAGES` set.
     used: Atomic<u64>,
+    /// Pages that stay in use when their context goes: a queue on them may be on the NIC.
+    kept: Atomic<u64>,
 }
 
 // The doorbell bitmap has a bit per page.
@@ -232,6 +340,19 @@ impl DoorbellPages {
         Self {
             pfn0,
             used: Atomic::new(beyond | 1),
+            kept: Atomic::new(0),
+        }
+    }
+
+    /// A queue on page `index` may still exist on the NIC: the page never goes back to the
+    /// pool. Called while the page's context still holds it (its queues go before it).
+    pub(crate) fn keep(&self, index: u32) {
+        let Some(bit) = 1u64.checked_shl(index) else {
+            return;
+        };
+        let mut cur = self.kept.load(Relaxed);
+        while let Err(now) = self.kept.cmpxchg(cur, cur | bit, Release) {
+            cur = now;
         }
     }
 
@@ -254,9 +375,10 @@ impl DoorbellPages {
         }
     }
 
-    /// Returns page `index`, which `alloc` gave and nothing maps any more.
+    /// Returns page `index`, which `alloc` gave and nothing maps any more, unless it is
+    /// kept (see [`DoorbellPages::keep`]).
     pub(crate) fn free(&self, index: u32) {
-        if index == 0 || index >= hw::DB_PAGES {
+        if index == 0 || index >= hw::DB_PAGES || self.kept.load(Acquire) & 1 << index != 0 {
             return;
         }
         let mut cur = self.used.load(Relaxed);
@@ -266,9 +388,11 @@ impl DoorbellPages {
     }
 }
 
-/// At most `BURST` messages per `WINDOW`, for logging from interrupt handlers, where a
-/// misbehaving NIC could otherwise flood the log.
+/// At most `BURST` messages per `WINDOW`, for logging where a misbehaving NIC or user
+/// could otherwise flood the log (interrupt handlers, the verbs).
 pub(crate) struct RateLimit {
+    /// What the messages are about, for the line that counts those suppressed.
+    what: &'static str,
     base: Instant<Monotonic>,
     /// The current window's number (time since `base` in windows).
     window: Atomic<i64>,
@@ -282,8 +406,9 @@ impl RateLimit {
     const WINDOW_MS: i64 = 5000;
     const BURST: u32 = 10;
 
-    fn new() -> Self {
+    fn new(what: &'static str) -> Self {
         Self {
+            what,
             base: Instant::now(),
             window: Atomic::new(0),
             count: Atomic::new(0),
@@ -293,7 +418,7 @@ impl RateLimit {
 
     /// `Some(n)` if a message may be printed now (`n` earlier ones were suppressed),
     /// `None` if it must be dropped.
-    pub(crate) fn allow(&self) -> Option<u32> {
+    fn allow(&self) -> Option<u32> {
         let now = self.base.elapsed().as_millis() / Self::WINDOW_MS;
         if self.window.xchg(now, Relaxed) != now {
             self.count.store(0, Relaxed);
@@ -303,6 +428,17 @@ impl RateLimit {
         } else {
             self.suppressed.fetch_add(1, Relaxed);
             None
+        }
+    }
+
+    /// Runs `print` if a message may be printed now, after a line counting those
+    /// suppressed since the last one.
+    pub(crate) fn log(&self, pdev: &pci::Device<Bound>, print: impl FnOnce()) {
+        if let Some(suppressed) = self.allow() {
+            if suppressed > 0 {
+                dev_warn!(pdev, "{suppressed} {} message(s) suppressed\n", self.what);
+            }
+            print();
         }
     }
 }

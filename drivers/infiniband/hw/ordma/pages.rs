@@ -11,7 +11,10 @@ use kernel::{
     prelude::*,
 };
 
-use crate::{hw, ib, nic::Nic};
+use crate::{
+    hw, ib,
+    nic::{Failed, Nic},
+};
 
 /// Entries of a page-table page.
 // CAST: 512, the hardware's constant.
@@ -176,54 +179,65 @@ impl NicMemory {
 }
 
 impl<'bound> Nic<'bound> {
-    /// Runs `create`, the command that makes an object reaching `memory`. When the NIC does
-    /// not answer, it may have made the object and be reading the memory: the memory is
-    /// retired (kept until the NIC is stopped). A refusal, or a command never sent (dead
-    /// NIC, broken queue), leaves nothing to wait for.
+    /// Runs `create`, the command that makes an object reaching `memory` (a queue on
+    /// doorbell page `db_page`, if given). When the NIC may have carried it out without
+    /// saying so (no answer in time, dead while the command waited, an answer out of step
+    /// or out of range), it may have made the object and be reading the memory: the memory
+    /// is retired (kept until the NIC is stopped) and the page kept out of the pool. A
+    /// refusal, or a command never sent (a dead NIC), leaves nothing to wait for.
     pub(crate) fn create_reaching(
         &self,
         memory: NicMemory,
-        create: impl FnOnce() -> Result<u32>,
+        db_page: Option<u32>,
+        create: impl FnOnce() -> Result<u32, Failed>,
     ) -> Result<(u32, NicMemory)> {
         match create() {
             Ok(num) => Ok((num, memory)),
-            Err(e) if e == ETIMEDOUT && !self.is_dead() => {
-                self.retire(memory);
-                Err(e)
+            Err(f) => {
+                if f.may_have_run {
+                    self.retire(memory);
+                    if let Some(page) = db_page {
+                        self.doorbells.keep(page);
+                    }
+                }
+                Err(f.err)
             }
-            Err(e) => Err(e),
         }
     }
 
-    /// Runs `destroy`, the command that destroys object `what` `num`, then releases its
-    /// `memory`. Destroying cannot fail towards ib_core: a NIC that did not acknowledge may
-    /// still use the memory, which then stays until the NIC is stopped. That holds for a
-    /// dead NIC too: it said it stopped (`FATAL`), but the word of a failed device is not
-    /// what keeps memory safe; unbind's reset or bus mastering off is.
+    /// Runs `destroy`, the command that destroys object `what` `num` (a queue on doorbell
+    /// page `db_page`, if given), then releases its `memory`. Destroying cannot fail
+    /// towards ib_core: a NIC that did not acknowledge may still use the memory, which then
+    /// stays until the NIC is stopped, and the object may still take doorbells from its
+    /// page, which then stays out of the pool. That holds for a dead NIC too: it said it
+    /// stopped (`FATAL`), but the word of a failed device is not what keeps memory safe;
+    /// unbind's reset or bus mastering off is.
     pub(crate) fn destroy_reaching(
         &self,
         what: &str,
         num: u32,
         memory: Option<NicMemory>,
+        db_page: Option<u32>,
         destroy: impl FnOnce() -> Result,
     ) {
-        match destroy() {
-            Ok(()) => drop(memory),
-            Err(_) if self.is_dead() => {
-                if let Some(m) = memory {
-                    self.retire(m);
-                }
-            }
-            Err(e) => {
+        let Err(e) = destroy() else {
+            drop(memory);
+            return;
+        };
+        if !self.is_dead() {
+            self.verbs_log_limit.log(self.pdev, || {
                 dev_warn!(
                     self.pdev,
                     "destroying {what} {num:#x} failed (error {}): its memory stays pinned until the NIC is reset\n",
                     e.to_errno()
-                );
-                if let Some(m) = memory {
-                    self.retire(m);
-                }
-            }
+                )
+            });
+        }
+        if let Some(m) = memory {
+            self.retire(m);
+        }
+        if let Some(page) = db_page {
+            self.doorbells.keep(page);
         }
     }
 }

@@ -18,7 +18,9 @@ impl<'bound> Pd<'bound> {
     /// # Errors
     ///
     /// `EOPNOTSUPP` for non-zero driver input; `ENOMEM` when the NIC has no free PD; `EIO`
-    /// when the NIC is dead or broken; `EFAULT`.
+    /// when the NIC is dead; `ETIMEDOUT` when it does not answer (then it is treated as
+    /// dead; a PD it may have made holds no memory, and the reset at unbind forgets it);
+    /// `EFAULT`.
     pub(crate) fn new(nic: &Arc<Nic<'bound>>, udata: Option<&ib::Udata<'_>>) -> Result<Self> {
         if let Some(u) = udata {
             u.expect_empty()?;
@@ -48,12 +50,14 @@ impl Drop for Pd<'_> {
         // Destroying cannot fail towards ib_core; a dead NIC forgets its PDs when reset.
         if let Err(e) = self.nic.dealloc_pd(self.pdn) {
             if !self.nic.is_dead() {
-                dev_err!(
-                    self.nic.pdev,
-                    "DEALLOC_PD {} failed (error {})\n",
-                    self.pdn,
-                    e.to_errno()
-                );
+                self.nic.verbs_log_limit.log(self.nic.pdev, || {
+                    dev_err!(
+                        self.nic.pdev,
+                        "DEALLOC_PD {} failed (error {})\n",
+                        self.pdn,
+                        e.to_errno()
+                    )
+                });
             }
         }
     }

@@ -39,9 +39,12 @@ pub(crate) struct QpLimits {
 pub(crate) struct Qp<'bound> {
     nic: Arc<Nic<'bound>>,
     qpn: u32,
+    /// The doorbell page it takes its SQ and RQ doorbells from.
+    db_page: u32,
     caps: ib::QpCaps,
     max_mtu: u8,
-    /// The state as last set or queried; the lock serialises modifies.
+    /// The state as last set or queried (the NIC may have moved it to `ERR` since); the
+    /// lock serialises modifies.
     #[pin]
     state: Mutex<u8>,
     /// `None` only while being dropped.
@@ -191,10 +194,13 @@ impl<'bound> Qp<'bound> {
                 hw::WorkQueue::default()
             },
         };
-        let (qpn, memory) = nic.create_reaching(memory, || nic.create_qp(&params))?;
+        let (qpn, memory) =
+            nic.create_reaching(memory, Some(uctx.db_page()), || nic.create_qp(&params))?;
         if let Err(e) = udata.respond(&uapi::CreateQpResp { comp_mask: 0, qpn }) {
             // Not a `Qp` yet: destroy it on the NIC here.
-            nic.destroy_reaching("QP", qpn, Some(memory), || nic.destroy_qp(qpn));
+            nic.destroy_reaching("QP", qpn, Some(memory), Some(uctx.db_page()), || {
+                nic.destroy_qp(qpn)
+            });
             return Err(e);
         }
         dev_dbg!(
@@ -208,9 +214,11 @@ impl<'bound> Qp<'bound> {
         );
         // Nothing below fails: the QP is never dropped half made.
         let (nic, max_mtu) = (nic.clone(), limits.max_mtu);
+        let db_page = uctx.db_page();
         Ok(try_pin_init!(Self {
             nic,
             qpn,
+            db_page,
             caps,
             max_mtu,
             state <- new_mutex!(hw::QPS_RESET, "ordma_qp_state"),
@@ -220,6 +228,12 @@ impl<'bound> Qp<'bound> {
 
     /// One modify: ib_core's transition table (`ib_modify_qp_is_ok`) for the state the QP is
     /// in (or the caller's `CUR_STATE`), the NIC's value rules, then `MODIFY_QP`.
+    ///
+    /// The NIC moves a QP to `ERR` on its own (an error completion, a QP event), from any
+    /// state but `RESET`, so outside `RESET` the state is asked of the NIC first
+    /// (`QUERY_QP`): a transition invalid from `ERR` is then `EINVAL` from the table, not a
+    /// refusal by the NIC. If the NIC still refuses, because the QP left its state between
+    /// the two commands, that is `EINVAL` too.
     ///
     /// # Errors
     ///
@@ -237,6 +251,9 @@ impl<'bound> Qp<'bound> {
         }
         let bits = mask.bits();
         let mut state = self.state.lock();
+        if *state != hw::QPS_RESET {
+            *state = self.nic.query_qp(self.qpn)?.qp_state;
+        }
         let cur = if mask.has(ib::QpAttrMask::CUR_STATE) {
             attr.cur_qp_state
         } else {
@@ -256,7 +273,18 @@ impl<'bound> Qp<'bound> {
         {
             return Err(EINVAL);
         }
-        self.nic.modify_qp(self.qpn, bits, &a)?;
+        if let Err(e) = self.nic.modify_qp(self.qpn, bits, &a) {
+            // Refused: did the QP leave `cur` meanwhile?
+            if e == EIO && !self.nic.is_dead() {
+                if let Ok(now) = self.nic.query_qp(self.qpn) {
+                    *state = now.qp_state;
+                    if now.qp_state != cur {
+                        return Err(EINVAL);
+                    }
+                }
+            }
+            return Err(e);
+        }
         *state = next;
         Ok(())
     }
@@ -284,8 +312,10 @@ impl ib::QpObject for Qp<'_> {
 impl PinnedDrop for Qp<'_> {
     fn drop(self: Pin<&mut Self>) {
         let this = self.project();
-        let (nic, qpn) = (&*this.nic, *this.qpn);
-        nic.destroy_reaching("QP", qpn, this.memory.take(), || nic.destroy_qp(qpn));
+        let (nic, qpn, db_page) = (&*this.nic, *this.qpn, *this.db_page);
+        nic.destroy_reaching("QP", qpn, this.memory.take(), Some(db_page), || {
+            nic.destroy_qp(qpn)
+        });
     }
 }
 

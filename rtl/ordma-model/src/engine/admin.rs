@@ -7,7 +7,7 @@
 //! the doorbell is validated and latched, and the entries are processed when it is back on.
 
 use ordma_hw as hw;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::counters::{bounded_warn, Anomaly};
 use super::{Fault, Interrupts, Nic, Pd};
@@ -20,9 +20,9 @@ pub(super) struct AdminQueue {
     cq_base: u64,
     depth: u16,
     /// Next SQ entry to process (free-running, mod 2^16).
-    sq_head: u16,
+    pub(super) sq_head: u16,
     /// The producer index of the last doorbell: entries up to it are to be processed.
-    sq_prod: u16,
+    pub(super) sq_prod: u16,
     /// Next CQ slot to write (free-running, mod 2^16).
     cq_tail: u16,
 }
@@ -71,6 +71,10 @@ impl Nic {
             return self.fatal(hw::ERR_BAD_DOORBELL, mem, irq);
         }
         aq.sq_prod = prod;
+        if self.config.fault == Some(Fault::AdminDies) {
+            warn!("injected fault: the NIC dies with an admin command in flight");
+            return self.fatal(hw::ERR_INTERNAL, mem, irq);
+        }
         if !self.bus_master {
             self.refused("admin doorbell latched");
             return;
@@ -81,6 +85,12 @@ impl Nic {
     /// Processes the admin entries up to the latched producer index.
     pub(super) fn run_admin(&mut self, mem: &dyn Dma, irq: &dyn Interrupts) {
         if !self.bus_master {
+            return;
+        }
+        if self.config.fault == Some(Fault::AdminStuck) {
+            if self.aq.as_ref().is_some_and(|aq| aq.sq_head != aq.sq_prod) {
+                debug!("injected fault: the admin queue is stuck, commands wait");
+            }
             return;
         }
         let gated = self.gate(mem);
@@ -147,6 +157,17 @@ impl Nic {
             hw::CMD_CREATE_MR => self.create_mr(cmd, mem),
             hw::CMD_DESTROY_MR => self.destroy_mr(cmd),
             hw::CMD_CREATE_CQ => self.create_cq(cmd, mem),
+            hw::CMD_DESTROY_CQ | hw::CMD_DESTROY_QP
+                if self.config.fault == Some(Fault::DestroyFails) =>
+            {
+                bounded_warn!(
+                    self.counters,
+                    Anomaly::BadCommand,
+                    cmd_id = cmd.cmd_id,
+                    "injected fault: the destroy fails"
+                );
+                (hw::AQ_BAD_PARAM, 0)
+            }
             hw::CMD_DESTROY_CQ => self.destroy_cq(cmd),
             hw::CMD_CREATE_QP => self.create_qp(cmd, mem),
             hw::CMD_MODIFY_QP => self.modify_qp(cmd, mem),

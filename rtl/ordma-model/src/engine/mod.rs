@@ -84,11 +84,21 @@ pub enum Fault {
     ResetStuck,
     /// `CMD_QUERY_DEVICE` fails with `AQ_BAD_PARAM`.
     QueryDeviceError,
+    /// `CMD_DESTROY_CQ` and `CMD_DESTROY_QP` fail with `AQ_BAD_PARAM` and destroy nothing:
+    /// the queue stays on the NIC, bound to its doorbell page.
+    DestroyFails,
+    /// The admin queue stops: doorbells are checked and latched, but no command is
+    /// processed (none completes) while the fault is armed.
+    AdminStuck,
+    /// The next admin doorbell makes the NIC fatal (`ERR_INTERNAL`, `EVENT_FATAL`) before
+    /// it processes a command: the driver's command dies in flight.
+    AdminDies,
 }
 
 impl Fault {
     /// The names `--inject` accepts.
-    pub const NAMES: &'static str = "bad-version, reset-stuck, query-device-error";
+    pub const NAMES: &'static str =
+        "bad-version, reset-stuck, query-device-error, destroy-fails, admin-stuck, admin-dies";
 }
 
 impl core::str::FromStr for Fault {
@@ -99,6 +109,9 @@ impl core::str::FromStr for Fault {
             "bad-version" => Ok(Self::BadVersion),
             "reset-stuck" => Ok(Self::ResetStuck),
             "query-device-error" => Ok(Self::QueryDeviceError),
+            "destroy-fails" => Ok(Self::DestroyFails),
+            "admin-stuck" => Ok(Self::AdminStuck),
+            "admin-dies" => Ok(Self::AdminDies),
             _ => Err(format!("unknown fault {s} ({})", Self::NAMES)),
         }
     }
@@ -235,6 +248,8 @@ pub struct NicStatus {
     pub events: u64,
     /// Events in the event queue the driver has not consumed yet.
     pub events_unread: u16,
+    /// Admin commands the driver has submitted (doorbell) that the NIC has not completed.
+    pub admin_pending: u16,
     /// The anomaly counters.
     pub counters: Counters,
 }
@@ -247,7 +262,7 @@ impl fmt::Display for NicStatus {
             "link={} enabled={} fatal={} error={} bme={} pds={} mrs={} cqs={} qps={} \
              pds_created={} mrs_created={} cqs_created={} qps_created={} \
              pds_destroyed={} mrs_destroyed={} cqs_destroyed={} qps_destroyed={} \
-             doorbells={} commands={} events={} events_unread={} {}",
+             doorbells={} commands={} events={} events_unread={} admin_pending={} {}",
             if self.link_up { "up" } else { "down" },
             u8::from(self.enabled),
             u8::from(self.fatal),
@@ -269,6 +284,7 @@ impl fmt::Display for NicStatus {
             self.commands,
             self.events,
             self.events_unread,
+            self.admin_pending,
             self.counters
         )
     }
@@ -412,6 +428,10 @@ impl Nic {
             commands: self.commands_completed,
             events: self.events_posted,
             events_unread: self.events_unread(),
+            admin_pending: self
+                .aq
+                .as_ref()
+                .map_or(0, |aq| aq.sq_prod.wrapping_sub(aq.sq_head)),
             counters: self.counters,
         }
     }
