@@ -4,8 +4,9 @@
 //! - The WQEs from the SQ's head on are on the wire in order (`Flights`), at most
 //!   [`MAX_FLIGHTS`], their PSNs following each other, their packets sent up to [`WINDOW`]
 //!   beyond the first one not acknowledged (across the WQEs), the AckReq bit on every
-//!   [`ACK_EVERY`]th packet of a message and on its last. A READ goes alone: it starts
-//!   only when nothing else is in flight, and nothing starts behind it.
+//!   [`ACK_EVERY`]th packet of a message and on its last. At most the QP's initiator
+//!   depth of READs ([`rd_depth`], its `max_rd_atomic`) are in flight at once; a WQE with
+//!   `FENCE` waits for the READs before it.
 //! - An ACK at a PSN acknowledges it and every packet before, so every WQE before it
 //!   completes, in order; a NAK or an RNR NAK at a PSN acknowledges every packet before it.
 //!   RNR NAKs wait `min_rnr_timer` and count against `rnr_retry` as in loopback; other
