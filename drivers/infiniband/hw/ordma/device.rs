@@ -64,18 +64,18 @@ impl<'bound> OrdmaDevice<'bound> {
                 pci::IrqTypes::default().with(pci::IrqType::MsiX),
             )?;
             let (admin_handler, event_handler) = (AdminIrq(nic.clone()), EventIrq(nic.clone()));
+            // The handlers' vectors are borrows of `_vectors` taken for `'bound`, longer than
+            // the one pin-init hands out (the kernel gives an `IrqVector` only as a borrow of
+            // its registration, and a struct cannot name a borrow of its own field): sound
+            // because `_vectors` is initialised before the two registrations, never moves
+            // (the struct is pinned) and is dropped after them, both by `Drop` (declaration
+            // order) and by pin-init's unwinding of a failed init (reverse order of
+            // initialisation), so the vectors outlive the handlers' `free_irq`.
             Ok(try_pin_init!(Self {
                 nic,
                 _vectors: vectors,
-                // SAFETY: `irq::Registration::new` wants the registration never leaked: it is
-                // a field of this struct, dropped with it. The vector is a borrow of
-                // `_vectors` taken for `'bound`, longer than the one pin-init hands out (the
-                // kernel gives an `IrqVector` only as a borrow of its registration, and a
-                // struct cannot name a borrow of its own field): sound because `_vectors` is
-                // initialised before this field, never moves (the struct is pinned) and is
-                // dropped after `admin_irq` and `event_irq`, both by `Drop` (declaration
-                // order) and by pin-init's unwinding of a failed init (reverse order of
-                // initialisation), so the vectors outlive the handlers' `free_irq`.
+                // SAFETY: the registration is never leaked (a field of this struct, dropped
+                // with it), and its vector outlives it (`_vectors`, as said above).
                 admin_irq <- unsafe {
                     irq::Registration::new(
                         (*core::ptr::from_ref(_vectors)).index(usize::from(hw::VECTOR_ADMIN))?.into(),
