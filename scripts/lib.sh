@@ -31,11 +31,20 @@ root_hash() {
 
 root_dir() { echo "$ORDMA_CACHE/root-$(root_hash)"; }
 
-# The kernel's hash: the root it is built with (source version), fragment and format.
+# The packages the kernels are built with: root-packages.txt up to its "# End of the
+# kernel's toolchain" line. Packages added below that line make a new root but reuse the
+# kernels.
+toolchain_packages() {
+	sed "/^# End of the kernel's toolchain/q" "$ORDMA_SRC/scripts/root-packages.txt" | grep -v '^#'
+}
+
+# The kernel's hash: the toolchain and source it is built with (the root's packages above
+# the marker, and the root's format), fragment and format.
 kernel_hash() {
 	{
 		echo "format $ORDMA_KERNEL_FORMAT"
-		root_hash
+		echo "root format $ORDMA_ROOT_FORMAT"
+		toolchain_packages
 		cat "$ORDMA_SRC/scripts/kernel.config"
 		if [ -n "${ORDMA_KERNEL:-}" ]; then
 			echo "variant $ORDMA_KERNEL"
