@@ -16,6 +16,7 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--nics) NICS=$2; shift 2 ;;
 	--module) MODULE=$2; shift 2 ;;
+	--model) MODEL=$2; shift 2 ;;
 	--kmemleak) KMEMLEAK=1; shift ;;
 	--boot-warning) BOOT_WARNING=1; shift ;; # the harness self-test's: a warning before insmod
 	--boot-hang) BOOT_HANG=1; shift ;; # the harness self-test's: a guest that never boots
@@ -61,7 +62,7 @@ cp /ordma/cache/target/release/libordma.so $P/libordma-rdmav34.so
 
 # The NICs: one model process per NIC, each on its own vfio-user socket. They run in this
 # PID namespace, so they end with it whatever happens.
-MODEL=/ordma/cache/target/release/ordma-model
+MODEL=${MODEL:-/ordma/cache/target/release/ordma-model}
 # The wire between the NICs: one directory, one L2 segment; each model binds
 # /tmp/wire/lid-<LID>.sock (LID = index + 1) and sends RoCEv2 frames to its peers' sockets.
 mkdir -p /tmp/wire

@@ -72,6 +72,15 @@ for kind in rxe lo 2nics; do
 			printf '%s\t%s\t%s\t%s\tus mean\n' $t $size $kind "$(col "$t-$size-$kind" $size 6)" >>$TSV
 		done
 	done
+	if [ $kind = 2nics ]; then
+		# READ depth: the rows above let perftest keep as many READs outstanding as the
+		# QP may have (-o defaults to the device's max_qp_rd_atom); these keep one.
+		say "$kind: ib_read_bw with one READ outstanding"
+		for size in 4096 16384 65536; do
+			run "ib_read_bw-o1-$size" $kind ib_read_bw -F -s $size -D 2 -o 1
+			printf '%s\t%s\t%s\t%s\tMiB/s\n' "ib_read_bw -o 1" $size $kind "$(col "ib_read_bw-o1-$size-$kind" $size 4)" >>$TSV
+		done
+	fi
 	say "$kind: ibv_rc_pingpong"
 	run "pingpong-4096" $kind ibv_rc_pingpong -s 4096 -n 500
 	v=$(sed -n 's/.* = \([0-9.]*\) usec\/iter/\1/p' "$OUT/pingpong-4096-$kind.txt" | tail -n1)

@@ -60,6 +60,8 @@ def main():
             continue
         if test == "ibv_rc_pingpong":
             line, marker = "none", "*"
+        elif test.endswith("-o 1"):  # READs one at a time, beside the full depth
+            line, marker = "-.", "x"
         ax.plot(xs, ys, linestyle=line, marker=marker, color=dev[2], label=f"{test}, {dev[1]}",
                 markersize=9 if marker == "*" else 5)
     # issue #13's bandwidth targets for 2 MiB writes
