@@ -4,7 +4,7 @@
 # enabled), a reset that never completes (ETIMEDOUT), and a QUERY_DEVICE that fails (after
 # queues, DMA memory and MSI-X are set up: EIO, and the driver must stop the NIC and give
 # everything back). What each model saw is read from its control channel: no NIC is left
-# enabled, only NIC 2 got a command (its QUERY_DEVICE, refused). No NIC
+# enabled or bus-mastering, only NIC 2 got a command (its QUERY_DEVICE, refused). No NIC
 # stays bound, no interrupt stays registered, a second bind fails the same way, rmmod is
 # clean, no warning (harness).
 # nics: 3
@@ -18,12 +18,14 @@ source /ordma/src/qemu-test/progs/nic-control.sh
 source /ordma/src/qemu-test/progs/pci-bind.sh
 if ls /sys/bus/pci/drivers/ordma | grep -q '^0000:'; then fail "a failing NIC stayed bound"; fi
 ! grep -q ordma-admin /proc/interrupts || fail "an interrupt stayed registered after a failed probe"
-# NIC I's model: enabled=0 (stopped: its queues off) and BAD bad commands.
+# NIC I's model: enabled=0 (stopped: its queues off), bme=0 (bus mastering off again: the
+# failed probe undid it) and BAD bad commands.
 model() {
 	local s
 	s=$(nic_ctl "$1" status) || fail "NIC $1: no status"
 	echo "NIC $1: $s"
 	[[ " $s " == *" enabled=0 "* ]] || fail "NIC $1 left enabled"
+	[[ " $s " == *" bme=0 "* ]] || fail "NIC $1 left with bus mastering on"
 	[[ " $s " == *" bad_commands=$2 "* ]] || fail "NIC $1: want bad_commands=$2"
 }
 model 0 0

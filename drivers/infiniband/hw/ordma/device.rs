@@ -16,8 +16,9 @@ use crate::{admin::AdminIrq, event::EventIrq, hw, ib, nic::Nic, verbs::OrdmaIb};
 
 /// A bound NIC: what the PCI driver keeps. Fields drop in declaration order: the
 /// `ib_device` first (`unbind` already unregistered it), the interrupt handlers, the
-/// vectors, then the NIC object (its DMA memory and BARs go with its last reference: the
-/// handlers' and the verbs' are gone by then, and `unbind` stopped the NIC).
+/// vectors, the NIC object (its DMA memory and BARs go with its last reference: the
+/// handlers' and the verbs' are gone by then, and `unbind` stopped the NIC), and last bus
+/// mastering, turned off.
 #[pin_data]
 pub(crate) struct OrdmaDevice<'bound> {
     /// The `ib_device`, registered last in probe and unregistered first, in `unbind`,
@@ -30,6 +31,19 @@ pub(crate) struct OrdmaDevice<'bound> {
     admin_irq: irq::Registration<'bound, AdminIrq<'bound>>,
     _vectors: pci::IrqVectorRegistration<'bound>,
     nic: Arc<Nic<'bound>>,
+    _master: BusMaster<'bound>,
+}
+
+/// Bus mastering, on while this lives (`prepare` turns it on): a probe that fails after
+/// `prepare`, at any step, and a NIC unbound turn it off again, as a C driver's error path
+/// and remove call `pci_clear_master`, so no function the driver let go of can reach
+/// memory.
+struct BusMaster<'bound>(&'bound pci::Device<kernel::device::Bound>);
+
+impl Drop for BusMaster<'_> {
+    fn drop(&mut self) {
+        crate::nic::clear_bus_master(self.0);
+    }
 }
 
 impl<'bound> OrdmaDevice<'bound> {
@@ -40,6 +54,8 @@ impl<'bound> OrdmaDevice<'bound> {
         let pdev: &'bound pci::Device<kernel::device::Bound> = pdev;
         pin_init::pin_init_scope(move || {
             prepared?;
+            // From here on, any failure drops this and turns bus mastering off.
+            let master = BusMaster(pdev);
             let bar = pdev.iomap_region_sized::<{ hw::BAR0_SIZE }>(0, c"ordma")?;
             let version = bar.read(hw::regs::VERSION);
             let (major, minor) = (version.major(), version.minor());
@@ -72,6 +88,8 @@ impl<'bound> OrdmaDevice<'bound> {
             // order) and by pin-init's unwinding of a failed init (reverse order of
             // initialisation), so the vectors outlive the handlers' `free_irq`.
             Ok(try_pin_init!(Self {
+                // First in, last out: a failure below drops it after everything else.
+                _master: master,
                 nic,
                 _vectors: vectors,
                 // SAFETY: the registration is never leaked (a field of this struct, dropped

@@ -111,9 +111,7 @@ impl<'bound> Nic<'bound> {
         if self.reset().is_ok() {
             dev_dbg!(self.pdev, "NIC stopped\n");
         } else {
-            let cfg = self.pdev.config_space();
-            let cmd = cfg.read16(PCI_COMMAND);
-            cfg.write16(cmd & !PCI_COMMAND_MASTER, PCI_COMMAND);
+            clear_bus_master(self.pdev);
             dev_warn!(
                 self.pdev,
                 "bus mastering turned off: the NIC did not stop\n"
@@ -314,6 +312,16 @@ impl From<Failed> for Error {
 /// The PCI command register and its bus-master bit (`include/uapi/linux/pci_regs.h`).
 const PCI_COMMAND: usize = 0x04;
 const PCI_COMMAND_MASTER: u16 = 0x4;
+
+/// Turns bus mastering off (`pci_clear_master`, which the kernel's Rust PCI binding does not
+/// offer): the function can no longer read or write memory.
+pub(crate) fn clear_bus_master(pdev: &pci::Device<Bound>) {
+    let cfg = pdev.config_space();
+    let cmd = cfg.read16(PCI_COMMAND);
+    if cmd & PCI_COMMAND_MASTER != 0 {
+        cfg.write16(cmd & !PCI_COMMAND_MASTER, PCI_COMMAND);
+    }
+}
 
 /// The user doorbell pages of BAR2: a lock-free bitmap, page 0 being the kernel's.
 ///
