@@ -3,7 +3,8 @@
 # model processes, qemu-test/vm-inner.sh's --wire), every byte verified:
 # - qemu-test/progs/verbs-data: a QP on ordma0 and one on ordma1: SEND, SEND with
 #   immediate, WRITE, WRITE with immediate, READ from 0 B to 2 MiB; the error completions
-#   across the wire; RNR retried until a receive is posted; a completion event;
+#   across the wire; RNR retried until a receive is posted; a completion event; what UCX
+#   and NCCL do that plain tests do not (quirks.c);
 # - ibv_rc_pingpong, unmodified, server on ordma0, client on ordma1, --chk, polling and -e;
 # - perftest, unmodified, server on ordma0, client on ordma1: ib_send_bw, ib_send_lat,
 #   ib_write_bw, ib_write_lat, ib_read_bw, ib_read_lat (few iterations: a test, not a
@@ -20,7 +21,7 @@ VD=/ordma/payload/ordma-verbs-data
 [ -x $VD ] || fail "no ordma-verbs-data in the payload (the provider-build step builds it)"
 objects() { nic_ctl "$1" status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*'; }
 
-$VD --dev ordma0 --dev2 ordma1 transfers errors rnr events || fail "ordma-verbs-data between two NICs"
+$VD --dev ordma0 --dev2 ordma1 transfers errors rnr events quirks || fail "ordma-verbs-data between two NICs"
 
 pair_run "ibv_rc_pingpong 4096 B" 18515 ibv_rc_pingpong -d ordma0 -s 4096 -n 500 -c -- ibv_rc_pingpong -d ordma1 -s 4096 -n 500 -c
 grep -q "500 iters in" /tmp/cli.out || fail "ibv_rc_pingpong: no result line"

@@ -6,7 +6,9 @@
 #   udmabuf dma-buf MR; each error completion provoked (bad lkey, bad rkey, out of range,
 #   no remote write, receive too small, RNR retries exceeded) with the QP in ERR and later
 #   WRs flushed; RNR retried until a receive is posted; a completion event; 16 QP pairs at
-#   once in one process, and in 4 processes at once;
+#   once in one process, and in 4 processes at once; what UCX and NCCL do that plain tests
+#   do not (quirks.c: zero-length WRITEs with no SGE, no-SGE receives, a QP READing from
+#   itself, dma-buf fd -1, iova2 MRs, 5 send SGEs and 64 B inline);
 # - ibv_rc_pingpong, unmodified, client and server on this NIC, --chk, polling and with -e;
 # - perftest's ib_send_bw, ib_write_bw, ib_read_bw, ib_send_lat, ib_write_lat, ib_read_lat,
 #   unmodified, server and client on this NIC;
@@ -25,7 +27,7 @@ VD=/ordma/payload/ordma-verbs-data
 [ -x $VD ] || fail "no ordma-verbs-data in the payload (the provider-build step builds it)"
 objects() { nic_ctl 0 status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*'; }
 
-$VD transfers errors rnr events many || fail "ordma-verbs-data on 4 KiB pages"
+$VD transfers errors rnr events many quirks || fail "ordma-verbs-data on 4 KiB pages"
 
 # Several processes at once, each with 16 QP pairs of its own (64 QPs on the NIC).
 pids=()
