@@ -219,7 +219,9 @@ fn decoders_accept_any_bytes() {
         let _ = hw::AdminCompletion::decode(&small);
         let _ = hw::Event::decode(&small);
         let mut attrs = [0u8; hw::DEVICE_ATTRS_SIZE];
-        attrs.copy_from_slice(&sqe);
+        attrs[..hw::AQ_SQE_SIZE].copy_from_slice(&sqe);
+        // The SRQ limits after the 64 bytes of 1.1; @76..96 reserved.
+        attrs[64..76].iter_mut().for_each(|b| *b = rng.next() as u8);
         assert_eq!(hw::DeviceAttrs::decode(&attrs).encode(), attrs);
         let mut port = [0u8; hw::PORT_ATTRS_SIZE];
         port.copy_from_slice(&sqe[..hw::PORT_ATTRS_SIZE]);
