@@ -22,80 +22,23 @@ const R2_SQ: u64 = RINGS + 0x38_0000;
 const SRQ_LOG: u8 = 3;
 const SRQ_WQE_LOG: u8 = 6;
 
-fn srq_params(
-    r: &mut Rig,
-    ring: u64,
-    log_depth: u8,
-    log_wqe: u8,
-    max_sge: u8,
-) -> hw::CreateSrqParams {
-    let bytes = 1u64 << (log_depth + log_wqe);
-    let pages: Vec<u64> = (0..bytes.div_ceil(4096)).map(|i| ring + i * 4096).collect();
-    let list = r.list(12, &pages);
-    hw::CreateSrqParams {
-        db_page: PAGE as u8,
-        max_sge,
-        wq: hw::WorkQueue {
-            log_depth,
-            log_wqe_size: log_wqe,
-            ring: list,
-        },
-        pdn: r.pdn,
-    }
-}
-
 /// An SRQ of 8 slots of 64 bytes (2 SGEs) at `ring`: its number.
 fn srq(r: &mut Rig, ring: u64) -> u32 {
-    let p = srq_params(r, ring, SRQ_LOG, SRQ_WQE_LOG, 2);
-    r.ok(hw::CMD_CREATE_SRQ, p.encode()) as u32
+    r.srq(ring, SRQ_LOG, SRQ_WQE_LOG, 2)
 }
 
-fn srq_qp_params(r: &mut Rig, sq: u64, srqn: u32) -> hw::CreateQpParams {
-    let sq_pages: Vec<u64> = (0..(1u64 << (SQ_LOG + SQ_WQE_LOG)) / 4096)
-        .map(|i| sq + i * 4096)
-        .collect();
-    let sq_list = r.list(12, &sq_pages);
-    let mut p = hw::CreateQpParams {
-        qp_type: hw::QP_TYPE_RC,
-        db_page: PAGE as u8,
-        max_send_sge: 4,
-        max_recv_sge: 0,
-        pdn: r.pdn,
-        send_cqn: r.scq.cqn,
-        recv_cqn: r.rcq.cqn,
-        max_inline: 128,
-        flags: hw::QP_FLAG_SRQ,
-        sq: hw::WorkQueue {
-            log_depth: SQ_LOG,
-            log_wqe_size: SQ_WQE_LOG,
-            ring: sq_list,
-        },
-        rq: hw::WorkQueue::default(),
-    };
-    p.rq.ring.root = u64::from(srqn);
-    p
+fn srq_params(r: &mut Rig, ring: u64) -> hw::CreateSrqParams {
+    r.srq_params(ring, SRQ_LOG, SRQ_WQE_LOG, 2)
 }
 
 /// A QP receiving through SRQ `srqn`: its number.
 fn srq_qp(r: &mut Rig, sq: u64, srqn: u32) -> u32 {
-    let p = srq_qp_params(r, sq, srqn);
-    r.ok(hw::CMD_CREATE_QP, p.encode()) as u32
+    r.srq_qp(sq, srqn).qpn
 }
 
 /// Writes the WQE of `slot` (linked to `next`) of the SRQ ring at `ring`.
 fn put_srq(r: &Rig, ring: u64, slot: u16, next: u16, sges: &[hw::Sge]) {
-    let mut b = vec![0u8; 1 << SRQ_WQE_LOG];
-    assert!(hw::SrqWqe {
-        num_sge: sges.len() as u8,
-        next
-    }
-    .encode_into(&mut b));
-    for (i, s) in sges.iter().enumerate() {
-        assert!(s.encode_into(&mut b, hw::RecvWqe::sge_offset(i)));
-    }
-    r.mem
-        .dma_write(ring + (u64::from(slot) << SRQ_WQE_LOG), &b)
-        .unwrap();
+    r.put_srq(ring, SRQ_WQE_LOG, slot, next, sges);
 }
 
 fn srq_db(r: &mut Rig, srqn: u32, pi: u16) {
@@ -187,7 +130,7 @@ fn srq_commands_and_their_refusals() {
         ("pages", Box::new(|p| p.wq.ring.npages = 2)),
     ];
     for (what, f) in &bad {
-        let mut p = srq_params(&mut r, SRQ_RING2, SRQ_LOG, SRQ_WQE_LOG, 2);
+        let mut p = srq_params(&mut r, SRQ_RING2);
         f(&mut p);
         assert_eq!(
             r.run(hw::CMD_CREATE_SRQ, p.encode()).0,
@@ -195,14 +138,14 @@ fn srq_commands_and_their_refusals() {
             "{what}"
         );
     }
-    let mut raw = srq_params(&mut r, SRQ_RING2, SRQ_LOG, SRQ_WQE_LOG, 2).encode();
+    let mut raw = srq_params(&mut r, SRQ_RING2).encode();
     raw[30] = 1;
     assert_eq!(
         r.run(hw::CMD_CREATE_SRQ, raw).0,
         hw::AQ_BAD_PARAM,
         "reserved"
     );
-    let mut far = srq_params(&mut r, SRQ_RING2, SRQ_LOG, SRQ_WQE_LOG, 2);
+    let mut far = srq_params(&mut r, SRQ_RING2);
     far.wq.ring.root = 0x7000_0000_0000;
     assert_eq!(
         r.run(hw::CMD_CREATE_SRQ, far.encode()).0,
@@ -210,7 +153,7 @@ fn srq_commands_and_their_refusals() {
     );
     assert_eq!(r.nic.srqs_in_use(), 1, "nothing refused was made");
     let n2 = srq(&mut r, SRQ_RING2);
-    let p = srq_params(&mut r, SRQ_RING2, SRQ_LOG, SRQ_WQE_LOG, 2);
+    let p = srq_params(&mut r, SRQ_RING2);
     assert_eq!(
         r.run(hw::CMD_CREATE_SRQ, p.encode()).0,
         hw::AQ_NO_RESOURCES,
@@ -237,27 +180,27 @@ fn srq_commands_and_their_refusals() {
     assert_eq!(query_srq(&mut r, n).srq_limit, 0, "0 disarms");
 
     // QPs on an SRQ: it must exist and be of their page, with no RQ of their own.
-    let mut p = srq_qp_params(&mut r, R1_SQ, 5);
+    let mut p = r.srq_qp_params(R1_SQ, 5);
     assert_eq!(
         r.run(hw::CMD_CREATE_QP, p.encode()).0,
         hw::AQ_BAD_PARAM,
         "no SRQ 5"
     );
-    p = srq_qp_params(&mut r, R1_SQ, n);
+    p = r.srq_qp_params(R1_SQ, n);
     p.rq.log_depth = 2;
     assert_eq!(
         r.run(hw::CMD_CREATE_QP, p.encode()).0,
         hw::AQ_BAD_PARAM,
         "and an RQ"
     );
-    p = srq_qp_params(&mut r, R1_SQ, n);
+    p = r.srq_qp_params(R1_SQ, n);
     p.max_recv_sge = 1;
     assert_eq!(
         r.run(hw::CMD_CREATE_QP, p.encode()).0,
         hw::AQ_BAD_PARAM,
         "recv SGEs"
     );
-    p = srq_qp_params(&mut r, R1_SQ, n);
+    p = r.srq_qp_params(R1_SQ, n);
     p.flags = hw::QP_FLAG_SRQ | 2;
     assert_eq!(
         r.run(hw::CMD_CREATE_QP, p.encode()).0,
@@ -265,10 +208,10 @@ fn srq_commands_and_their_refusals() {
         "flags"
     );
     assert_eq!(destroy(&mut r, hw::CMD_DESTROY_SRQ, n2), hw::AQ_OK);
-    let mut other = srq_params(&mut r, SRQ_RING2, SRQ_LOG, SRQ_WQE_LOG, 2);
+    let mut other = srq_params(&mut r, SRQ_RING2);
     other.db_page = 2;
     let n3 = r.ok(hw::CMD_CREATE_SRQ, other.encode()) as u32;
-    p = srq_qp_params(&mut r, R1_SQ, n3);
+    p = r.srq_qp_params(R1_SQ, n3);
     assert_eq!(
         r.run(hw::CMD_CREATE_QP, p.encode()).0,
         hw::AQ_BAD_PARAM,
