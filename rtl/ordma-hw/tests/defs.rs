@@ -746,7 +746,7 @@ fn srq_wqe_links_and_qp_srq_flag() {
     assert_eq!(get_le64(&p, 32), Some(7), "the SRQN in rq_root");
     assert_eq!(CreateQpParams::decode(&p).and_then(|d| d.srqn()), Some(7));
     let mut high = q;
-    high.rq.ring.root = 1 << 32 | 7;
+    high.rq.ring.root = (1 << 32) | 7;
     assert_eq!(high.srqn(), None);
     let mut ring = q;
     ring.rq.log_depth = 1;

@@ -115,7 +115,8 @@ fn srq_commands_and_their_refusals() {
         },
         "one slot is always free"
     );
-    let bad: [(&str, Box<dyn Fn(&mut hw::CreateSrqParams)>); 9] = [
+    type Change = Box<dyn Fn(&mut hw::CreateSrqParams)>;
+    let bad: [(&str, Change); 9] = [
         ("db_page", Box::new(|p| p.db_page = 64)),
         ("no PD", Box::new(|p| p.pdn = 99)),
         ("max_sge over max_srq_sge", Box::new(|p| p.max_sge = 17)),

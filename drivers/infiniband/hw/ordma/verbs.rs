@@ -213,9 +213,7 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
             max_sge: self.attrs.max_srq_sge,
         };
         match caller {
-            ib::Caller::User(u) => {
-                Srq::new(&self.nic, u.uctx, pd, init, &limits, u.pages, u.udata)
-            }
+            ib::Caller::User(u) => Srq::new(&self.nic, u.uctx, pd, init, &limits, u.pages, u.udata),
             // A kernel SRQ would need the fast path (post_srq_recv) in the kernel.
             ib::Caller::Kernel => Err(EOPNOTSUPP),
         }
