@@ -26,6 +26,7 @@
  *   shared, levels  MRs under the data path: see mr_checks.c
  *   stale, drain    what the NIC touches after a deregistration, and when SQD is drained:
  *              see ownership.c (drain between two NICs: it takes --dev2's link down)
+ *   srq, srq-events, srq-errnos, srq-hold  shared receive queues: see srq_checks.c
  * Prints a line per check; exits 0 only when all held.
  */
 #define _GNU_SOURCE
@@ -667,7 +668,8 @@ int verbs_data_main(int argc, char **argv)
 	}
 	if (i >= argc) {
 		fprintf(stderr, "usage: %s [--dev A] [--dev2 B] [--mem 4k|huge:PATH|dmabuf] "
-				"transfers|errors|rnr|events|many|shared|levels|stale|drain...\n", argv[0]);
+				"transfers|errors|rnr|events|many|shared|levels|stale|drain|"
+				"srq|srq-events|srq-errnos|srq-hold...\n", argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -691,6 +693,14 @@ int verbs_data_main(int argc, char **argv)
 			check_stale();
 		else if (!strcmp(argv[i], "drain"))
 			check_drain();
+		else if (!strcmp(argv[i], "srq"))
+			check_srq();
+		else if (!strcmp(argv[i], "srq-events"))
+			check_srq_events();
+		else if (!strcmp(argv[i], "srq-errnos"))
+			check_srq_errnos();
+		else if (!strcmp(argv[i], "srq-hold"))
+			check_srq_hold();
 		else {
 			fprintf(stderr, "unknown check %s\n", argv[i]);
 			return 2;

@@ -61,5 +61,9 @@ void check_shared(void);
 void check_levels(void);
 void check_stale(void);
 void check_drain(void);
+void check_srq(void);
+void check_srq_events(void);
+void check_srq_errnos(void);
+void check_srq_hold(void);
 
 #endif
