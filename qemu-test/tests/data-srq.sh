@@ -17,7 +17,7 @@
 #   the NIC, and the NIC holds no PD, MR, CQ, QP or SRQ afterwards.
 # nics: 1
 # debug: yes
-# timeout: 500
+# timeout: 900
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 P=/ordma/src/qemu-test/progs
