@@ -28,6 +28,10 @@ fn main() -> Result<(), String> {
         ])
         .args([
             "--allowlist-type",
+            "ibv_srq|ibv_srq_init_attr|ibv_srq_attr|ibv_srq_attr_mask",
+        ])
+        .args([
+            "--allowlist-type",
             "ibv_send_wr|ibv_recv_wr|ibv_send_flags|ibv_wc_flags",
         ])
         .args([
@@ -45,6 +49,10 @@ fn main() -> Result<(), String> {
         .args([
             "--allowlist-type",
             "ib_uverbs_(create_cq|create_cq_resp|create_qp|create_qp_resp|modify_qp|query_qp)",
+        ])
+        .args([
+            "--allowlist-type",
+            "ib_uverbs_(create_srq|create_srq_resp|modify_srq|query_srq)",
         ])
         .args([
             "--allowlist-type",

@@ -64,7 +64,10 @@ pub fn check_decoders(p: &P, attr: Option<&[u8; hw::QP_ATTR_SIZE]>) {
         NumParams,
         CreateQpParams,
         ModifyQpParams,
-        QueryQpParams
+        QueryQpParams,
+        CreateSrqParams,
+        ModifySrqParams,
+        QuerySrqParams
     );
     if let Some(a) = attr.and_then(hw::QpAttr::decode) {
         assert_eq!(hw::QpAttr::decode(&a.encode()), Some(a));

@@ -155,7 +155,47 @@ fn wqe_seeds() -> Vec<(String, Vec<u8>)> {
         s.u8(w::OP_DOORBELL).u32(page + reg as u32).u8(0).u32(v);
     }
     out.push(("doorbells".into(), s.finish()));
+    // The SRQ: two WQEs posted (slot 1 linked past slot 2), C sends to itself twice, the
+    // limit armed, a third SEND finds none (RNR), a WQE and a doorbell beyond the ring, C
+    // to ERR with a SEND waiting, polled.
+    let mut s = Writer::new();
+    s.u8(w::OP_SRQ)
+        .u8(0)
+        .u8(1)
+        .chunk(&srq_bytes(1, &[sge(SMALL_VA + 0x1000, 4096, small)]));
+    s.u8(w::OP_SRQ)
+        .u8(1)
+        .u8(1)
+        .chunk(&srq_bytes(3, &split(SMALL_VA + 0x2000, 4000, 2, small)));
+    s.u8(w::OP_SRQ_CTL).u8(128).u32(1);
+    for n in [3000, 100, 50] {
+        s.u8(w::OP_SEND_C).u8(1).chunk(&send_bytes(
+            wqe(hw::WR_SEND, signaled, 1),
+            &[sge(BIG_VA, n, big)],
+            &[],
+        ));
+    }
+    s.u8(w::OP_TICK).u8(1);
+    s.u8(w::OP_SRQ)
+        .u8(3)
+        .u8(3)
+        .chunk(&srq_bytes(4, &[sge(SMALL_VA, 64, small)]));
+    s.u8(w::OP_SRQ_CTL).u8(0).u32(0);
+    s.u8(w::OP_POLL);
+    out.push(("srq".into(), s.finish()));
     out
+}
+
+/// An SRQ WQE's bytes, linked to `next`.
+fn srq_bytes(next: u16, sges: &[hw::Sge]) -> Vec<u8> {
+    let mut b = recv_bytes(sges);
+    // CAST: a handful.
+    hw::SrqWqe {
+        num_sge: sges.len() as u8,
+        next,
+    }
+    .encode_into(&mut b);
+    b
 }
 
 type Queue = Arc<Mutex<VecDeque<(u16, Vec<u8>)>>>;
@@ -410,6 +450,60 @@ fn admin_seeds() -> Vec<(String, Vec<u8>)> {
     );
     s.u8(admin::OP_EVENTS);
     out.push(("objects".into(), s.finish()));
+    // An SRQ on a page list written by the script, a QP on it, its limit armed and
+    // refused, queried, destroyed (first refused while the QP is there).
+    let mut s = Writer::new();
+    s.u8(admin::OP_MEM).u8(1).u16(0).chunk(&pages);
+    let srq = hw::CreateSrqParams {
+        db_page: 1,
+        max_sge: 2,
+        wq: hw::WorkQueue {
+            log_depth: 5,
+            log_wqe_size: 6,
+            ring: list(1),
+        },
+        pdn,
+    };
+    cmd(&mut s, hw::CMD_CREATE_SRQ, srq.encode());
+    let mut on_srq = hw::CreateQpParams {
+        flags: hw::QP_FLAG_SRQ,
+        max_recv_sge: 0,
+        rq: hw::WorkQueue::default(),
+        ..qp
+    };
+    on_srq.rq.ring.root = 0;
+    cmd(&mut s, hw::CMD_CREATE_QP, on_srq.encode());
+    for limit in [5, 40] {
+        let m = hw::ModifySrqParams {
+            srqn: 0,
+            attr_mask: hw::SRQ_ATTR_LIMIT,
+            srq_limit: limit,
+        };
+        cmd(&mut s, hw::CMD_MODIFY_SRQ, m.encode());
+    }
+    let q = hw::QuerySrqParams {
+        srqn: 0,
+        resp_addr: BUF + 0x300,
+        resp_len: hw::SRQ_ATTRS_SIZE as u32,
+    };
+    cmd(&mut s, hw::CMD_QUERY_SRQ, q.encode());
+    cmd(
+        &mut s,
+        hw::CMD_DESTROY_SRQ,
+        hw::NumParams { num: 0 }.encode(),
+    );
+    cmd(
+        &mut s,
+        hw::CMD_DESTROY_QP,
+        hw::NumParams { num: qpn + 2 }.encode(),
+    );
+    cmd(
+        &mut s,
+        hw::CMD_DESTROY_SRQ,
+        hw::NumParams { num: 0 }.encode(),
+    );
+    s.u8(admin::OP_EVENTS);
+    out.push(("srq".into(), s.finish()));
     // A raw entry with a reserved byte set; registers: the version, a reset, the queues
     // set up again.
     let mut s = Writer::new();

@@ -62,7 +62,8 @@ struct ordma_ibv_create_cq_resp {
  * Driver data of IB_USER_VERBS_CMD_CREATE_QP (RC). The provider sizes and allocates the
  * send and receive rings; the kernel checks them against the capabilities asked for and
  * the device's limits, pins them and answers the capabilities they hold in the core
- * response. A QP without a receive queue (max_recv_wr 0) has every rq_* field 0.
+ * response. A QP without a receive queue (max_recv_wr 0), or one on an SRQ (whose receive
+ * capabilities are ignored and answered 0), has every rq_* field 0.
  */
 struct ordma_ibv_create_qp_cmd {
 	__u32 comp_mask;	/* no bits defined yet: must be 0 */
@@ -77,6 +78,26 @@ struct ordma_ibv_create_qp_cmd {
 struct ordma_ibv_create_qp_resp {
 	__u32 comp_mask;	/* no bits defined yet: 0 */
 	__u32 qpn;		/* the NIC's QP number (also the core response's), for doorbells */
+};
+
+/*
+ * Driver data of IB_USER_VERBS_CMD_CREATE_SRQ (and UVERBS_METHOD_SRQ_CREATE, basic SRQs).
+ * The provider sizes and allocates the ring (2^log_depth slots, one always free: max_wr is
+ * 2^log_depth - 1) and links its slots (Documentation/hardware.md, "Shared receive
+ * queues"); the kernel checks it against max_wr and max_sge asked and the device's limits,
+ * pins it, and answers what the SRQ holds in the core response.
+ */
+struct ordma_ibv_create_srq_cmd {
+	__u32 comp_mask;	/* no bits defined yet: must be 0 */
+	__u8 log_depth;		/* the ring has 2^log_depth slots (1..15), > the max_wr asked */
+	__u8 log_wqe_size;	/* WQE size: 6 (64 bytes) .. 10 (1 KiB), 16 + 16 x max_sge at least */
+	__u16 reserved_06;	/* must be 0 */
+	__aligned_u64 buf_addr;	/* the ring: page aligned, 2^(log_depth + log_wqe_size) bytes */
+};
+
+struct ordma_ibv_create_srq_resp {
+	__u32 comp_mask;	/* no bits defined yet: 0 */
+	__u32 srqn;		/* the NIC's SRQ number, for the SRQ's doorbells */
 };
 
 #endif /* ORDMA_ABI_USER_H */

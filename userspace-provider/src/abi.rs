@@ -117,7 +117,9 @@ pub struct VerbsContextOps {
     >,
     pub create_qp_ex: Unused,
     pub create_rwq_ind_table: Unused,
-    pub create_srq: Unused,
+    pub create_srq: Option<
+        unsafe extern "C" fn(*mut sys::ibv_pd, *mut sys::ibv_srq_init_attr) -> *mut sys::ibv_srq,
+    >,
     pub create_srq_ex: Unused,
     pub create_wq: Unused,
     pub dealloc_mw: Unused,
@@ -131,7 +133,7 @@ pub struct VerbsContextOps {
     pub destroy_flow_action: Unused,
     pub destroy_qp: Option<unsafe extern "C" fn(*mut sys::ibv_qp) -> c_int>,
     pub destroy_rwq_ind_table: Unused,
-    pub destroy_srq: Unused,
+    pub destroy_srq: Option<unsafe extern "C" fn(*mut sys::ibv_srq) -> c_int>,
     pub destroy_wq: Unused,
     pub detach_mcast: Unused,
     pub free_context: Option<unsafe extern "C" fn(*mut sys::ibv_context)>,
@@ -145,7 +147,8 @@ pub struct VerbsContextOps {
     pub modify_qp:
         Option<unsafe extern "C" fn(*mut sys::ibv_qp, *mut sys::ibv_qp_attr, c_int) -> c_int>,
     pub modify_qp_rate_limit: Unused,
-    pub modify_srq: Unused,
+    pub modify_srq:
+        Option<unsafe extern "C" fn(*mut sys::ibv_srq, *mut sys::ibv_srq_attr, c_int) -> c_int>,
     pub modify_wq: Unused,
     pub open_qp: Unused,
     pub open_xrcd: Unused,
@@ -165,7 +168,13 @@ pub struct VerbsContextOps {
         ) -> c_int,
     >,
     pub post_srq_ops: Unused,
-    pub post_srq_recv: Unused,
+    pub post_srq_recv: Option<
+        unsafe extern "C" fn(
+            *mut sys::ibv_srq,
+            *mut sys::ibv_recv_wr,
+            *mut *mut sys::ibv_recv_wr,
+        ) -> c_int,
+    >,
     pub query_device_ex: Option<
         unsafe extern "C" fn(
             *mut sys::ibv_context,
@@ -187,7 +196,7 @@ pub struct VerbsContextOps {
     >,
     pub query_qp_data_in_order: Unused,
     pub query_rt_values: Unused,
-    pub query_srq: Unused,
+    pub query_srq: Option<unsafe extern "C" fn(*mut sys::ibv_srq, *mut sys::ibv_srq_attr) -> c_int>,
     pub read_counters: Unused,
     pub reg_dm_mr: Unused,
     pub reg_dmabuf_mr: Option<
@@ -275,6 +284,30 @@ pub struct IbvCreateQp {
 pub struct IbvModifyQp {
     pub hdr: sys::ib_uverbs_cmd_hdr,
     pub core: sys::ib_uverbs_modify_qp,
+}
+
+/// kern-abi.h's `struct ibv_create_srq`.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvCreateSrq {
+    pub hdr: sys::ib_uverbs_cmd_hdr,
+    pub core: sys::ib_uverbs_create_srq,
+}
+
+/// kern-abi.h's `struct ibv_modify_srq`.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvModifySrq {
+    pub hdr: sys::ib_uverbs_cmd_hdr,
+    pub core: sys::ib_uverbs_modify_srq,
+}
+
+/// kern-abi.h's `struct ibv_query_srq`.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvQuerySrq {
+    pub hdr: sys::ib_uverbs_cmd_hdr,
+    pub core: sys::ib_uverbs_query_srq,
 }
 
 /// kern-abi.h's `struct ibv_query_qp`.
@@ -391,4 +424,27 @@ extern "C" {
         cmd_size: usize,
     ) -> c_int;
     pub fn ibv_cmd_destroy_qp(qp: *mut sys::ibv_qp) -> c_int;
+    pub fn ibv_cmd_create_srq(
+        pd: *mut sys::ibv_pd,
+        srq: *mut sys::ibv_srq,
+        attr: *mut sys::ibv_srq_init_attr,
+        cmd: *mut IbvCreateSrq,
+        cmd_size: usize,
+        resp: *mut sys::ib_uverbs_create_srq_resp,
+        resp_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_modify_srq(
+        srq: *mut sys::ibv_srq,
+        srq_attr: *mut sys::ibv_srq_attr,
+        srq_attr_mask: c_int,
+        cmd: *mut IbvModifySrq,
+        cmd_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_query_srq(
+        srq: *mut sys::ibv_srq,
+        srq_attr: *mut sys::ibv_srq_attr,
+        cmd: *mut IbvQuerySrq,
+        cmd_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_destroy_srq(srq: *mut sys::ibv_srq) -> c_int;
 }

@@ -14,12 +14,12 @@ use core::mem::{offset_of, size_of};
 use std::collections::BTreeMap;
 
 use crate::abi::{
-    self, IbvAllocPd, IbvCreateCq, IbvCreateQp, IbvGetContext, IbvModifyQp, IbvQueryPort,
-    IbvQueryQp, IbvRegMr, ListNode, Unused, VerbsContextOps, VerbsDevice, VerbsDeviceOps,
-    VerbsMatchEnt, VerbsMr,
+    self, IbvAllocPd, IbvCreateCq, IbvCreateQp, IbvCreateSrq, IbvGetContext, IbvModifyQp,
+    IbvModifySrq, IbvQueryPort, IbvQueryQp, IbvQuerySrq, IbvRegMr, ListNode, Unused,
+    VerbsContextOps, VerbsDevice, VerbsDeviceOps, VerbsMatchEnt, VerbsMr,
 };
 use crate::barrier::{flush_writes_insn, from_device_insn, to_device_insn};
-use crate::{context, cq, pd, qp, sys};
+use crate::{context, cq, pd, qp, srq, sys};
 
 #[path = "../tests/common/rdma_core.rs"]
 mod rdma_core;
@@ -272,6 +272,30 @@ fn layout_checks() -> Checks {
         hdr,
         core as core_payload
     );
+    size!(v, IbvCreateSrq, "struct ibv_create_srq");
+    fields!(
+        v,
+        IbvCreateSrq,
+        "struct ibv_create_srq",
+        hdr,
+        core as core_payload
+    );
+    size!(v, IbvModifySrq, "struct ibv_modify_srq");
+    fields!(
+        v,
+        IbvModifySrq,
+        "struct ibv_modify_srq",
+        hdr,
+        core as core_payload
+    );
+    size!(v, IbvQuerySrq, "struct ibv_query_srq");
+    fields!(
+        v,
+        IbvQuerySrq,
+        "struct ibv_query_srq",
+        hdr,
+        core as core_payload
+    );
     size!(v, VerbsMr, "struct verbs_mr");
     fields!(v, VerbsMr, "struct verbs_mr", ibv_mr, mr_type, access);
     // The public and uverbs types the mirror and the provider embed (bindgen read the
@@ -321,6 +345,25 @@ fn layout_checks() -> Checks {
         cap
     );
     size!(v, sys::ibv_qp_attr, "struct ibv_qp_attr");
+    fields!(v, sys::ibv_qp_init_attr, "struct ibv_qp_init_attr", srq);
+    size!(v, sys::ibv_srq, "struct ibv_srq");
+    fields!(v, sys::ibv_srq, "struct ibv_srq", context, pd, handle);
+    size!(v, sys::ibv_srq_attr, "struct ibv_srq_attr");
+    fields!(
+        v,
+        sys::ibv_srq_attr,
+        "struct ibv_srq_attr",
+        max_wr,
+        max_sge,
+        srq_limit
+    );
+    size!(v, sys::ibv_srq_init_attr, "struct ibv_srq_init_attr");
+    fields!(v, sys::ibv_srq_init_attr, "struct ibv_srq_init_attr", attr);
+    size!(
+        v,
+        sys::ib_uverbs_create_srq_resp,
+        "struct ib_uverbs_create_srq_resp"
+    );
     size!(
         v,
         sys::ib_uverbs_create_cq_resp,
@@ -383,9 +426,18 @@ fn layout_checks() -> Checks {
         "sizeof(struct ib_uverbs_create_qp_resp)".into(),
         offset_of!(qp::CreateQpResp, drv),
     );
-    // The CQ and QP objects start with libibverbs' (their address is the object's).
+    v.push(
+        "sizeof(struct ibv_create_srq)".into(),
+        offset_of!(srq::CreateSrqCmd, drv),
+    );
+    v.push(
+        "sizeof(struct ib_uverbs_create_srq_resp)".into(),
+        offset_of!(srq::CreateSrqResp, drv),
+    );
+    // The CQ, QP and SRQ objects start with libibverbs' (their address is the object's).
     v.push("0".into(), offset_of!(cq::Cq, ibv));
     v.push("0".into(), offset_of!(qp::Qp, ibv));
+    v.push("0".into(), offset_of!(srq::Srq, ibv));
     v
 }
 
@@ -462,6 +514,41 @@ fn prototype_checks() -> Vec<(String, String)> {
              struct ibv_query_qp *, size_t)",
         ),
         ("&ibv_cmd_destroy_qp", "int (*)(struct ibv_qp *)"),
+        (
+            "&ibv_cmd_create_srq",
+            "int (*)(struct ibv_pd *, struct ibv_srq *, struct ibv_srq_init_attr *, \
+             struct ibv_create_srq *, size_t, struct ib_uverbs_create_srq_resp *, size_t)",
+        ),
+        (
+            "&ibv_cmd_modify_srq",
+            "int (*)(struct ibv_srq *, struct ibv_srq_attr *, int, struct ibv_modify_srq *, \
+             size_t)",
+        ),
+        (
+            "&ibv_cmd_query_srq",
+            "int (*)(struct ibv_srq *, struct ibv_srq_attr *, struct ibv_query_srq *, size_t)",
+        ),
+        ("&ibv_cmd_destroy_srq", "int (*)(struct ibv_srq *)"),
+        (
+            "((struct verbs_context_ops *)0)->create_srq",
+            "struct ibv_srq *(*)(struct ibv_pd *, struct ibv_srq_init_attr *)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->destroy_srq",
+            "int (*)(struct ibv_srq *)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->modify_srq",
+            "int (*)(struct ibv_srq *, struct ibv_srq_attr *, int)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->query_srq",
+            "int (*)(struct ibv_srq *, struct ibv_srq_attr *)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->post_srq_recv",
+            "int (*)(struct ibv_srq *, struct ibv_recv_wr *, struct ibv_recv_wr **)",
+        ),
         (
             "((struct verbs_context_ops *)0)->create_cq",
             "struct ibv_cq *(*)(struct ibv_context *, int, struct ibv_comp_channel *, int)",

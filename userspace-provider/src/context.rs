@@ -11,7 +11,7 @@ use ordma_hw::{DB_PAGE_SIZE, MAX_QUEUE_NUM};
 use crate::abi::{self, VerbsContextOps};
 use crate::barrier::mmio_write32;
 use crate::qp::Qp;
-use crate::{cq, errno, mr, pd, qp, set_errno, sys};
+use crate::{cq, errno, mr, pd, qp, set_errno, srq, sys};
 
 /// An open ordma device: libibverbs' context, the doorbell page and the QPs by number.
 #[repr(C)]
@@ -291,18 +291,23 @@ fn context_ops() -> VerbsContextOps {
         alloc_pd: Some(pd::alloc_pd),
         create_cq: Some(cq::create_cq),
         create_qp: Some(qp::create_qp),
+        create_srq: Some(srq::create_srq),
         dealloc_pd: Some(pd::dealloc_pd),
         dereg_mr: Some(mr::dereg_mr),
         destroy_cq: Some(cq::destroy_cq),
         destroy_qp: Some(qp::destroy_qp),
+        destroy_srq: Some(srq::destroy_srq),
         free_context: Some(free_context),
         modify_qp: Some(qp::modify_qp),
+        modify_srq: Some(srq::modify_srq),
         poll_cq: Some(cq::poll_cq),
         post_recv: Some(qp::post_recv),
         post_send: Some(qp::post_send),
+        post_srq_recv: Some(srq::post_srq_recv),
         query_device_ex: Some(query_device_ex),
         query_port: Some(query_port),
         query_qp: Some(qp::query_qp),
+        query_srq: Some(srq::query_srq),
         reg_dmabuf_mr: Some(mr::reg_dmabuf_mr),
         reg_mr: Some(mr::reg_mr),
         req_notify_cq: Some(cq::req_notify_cq),

@@ -16,6 +16,7 @@ use crate::barrier::{udma_from_device_barrier, udma_to_device_barrier};
 use crate::context::{Context, DbPage, Doorbell, QpTable};
 use crate::dma::{log2_ceil, DmaMem, RING_ALIGN};
 use crate::qp::Qp;
+use crate::srq::Srq;
 use crate::wq::lock;
 use crate::{abi, set_errno, sys};
 
@@ -290,8 +291,9 @@ fn publish(cq: &Cq, ci: u32) {
 /// `__mlx5_cq_clean`: after DESTROY_QP or a move to RESET the NIC writes no more of them,
 /// and those left would name a QP that is gone (or a new one with the same number). The
 /// later CQEs move up over them, each into a slot whose owner byte already says "new";
-/// the consumer index then skips the freed slots. Returns how many were dropped.
-pub(crate) fn clean(cq: &Cq, st: &mut CqState, qpn: u32) -> u32 {
+/// the consumer index then skips the freed slots. The receive CQEs of a QP on `srq` give
+/// their SRQ slots back, as mlx5's do. Returns how many were dropped.
+pub(crate) fn clean(cq: &Cq, st: &mut CqState, qpn: u32, srq: Option<&Srq>) -> u32 {
     let depth = 1u32 << cq.log_depth;
     let ci = st.consumer_index;
     let mut pi = ci;
@@ -311,7 +313,12 @@ pub(crate) fn clean(cq: &Cq, st: &mut CqState, qpn: u32) -> u32 {
     while i != ci {
         i = i.wrapping_sub(1);
         match next_cqe(cq, i) {
-            Some(cqe) if cqe.qpn == qpn => freed += 1,
+            Some(cqe) if cqe.qpn == qpn => {
+                if let Some(s) = srq.filter(|_| cqe.flags & CQE_FLAG_RECV != 0) {
+                    lock(&s.ring).retire(cqe.wqe_index);
+                }
+                freed += 1;
+            }
             Some(_) if freed > 0 => {
                 // SAFETY: both slots are in [ci, pi): written by the NIC, which writes
                 // neither again before the consumer index passes them; the destination's
@@ -332,8 +339,8 @@ pub(crate) fn clean(cq: &Cq, st: &mut CqState, qpn: u32) -> u32 {
 
 /// The work completion for `cqe`, retiring its WQE(s) in the QP it names: on the SQ
 /// every WQE up to `wqe_index` (the unsignaled ones before it), on the RQ that one, which
-/// must be the oldest (receives complete in order). `EIO` if no QP of `cq` in `qps` has
-/// that number, or it has no such outstanding WQE.
+/// must be the oldest (receives complete in order), on the QP's SRQ that slot (given back).
+/// `EIO` if no QP of `cq` in `qps` has that number, or it has no such outstanding WQE.
 fn complete(cq: &Cq, qps: &QpTable, cqe: &Cqe) -> Result<sys::ibv_wc, c_int> {
     let qp = qps.get(cqe.qpn).ok_or(libc::EIO)?;
     // SAFETY: a QP leaves the table only under the locks of its CQs (`qp::clean_cqs`); the
@@ -342,18 +349,15 @@ fn complete(cq: &Cq, qps: &QpTable, cqe: &Cqe) -> Result<sys::ibv_wc, c_int> {
     let qp: &Qp = unsafe { qp.as_ref() };
     let me = ptr::addr_of!(cq.ibv).cast_mut();
     let recv = cqe.flags & CQE_FLAG_RECV != 0;
-    let (cq_of_qp, wq) = if recv {
-        (qp.ibv.recv_cq, qp.rq.as_ref().ok_or(libc::EIO)?)
-    } else {
-        (qp.ibv.send_cq, &qp.sq)
-    };
+    let cq_of_qp = if recv { qp.ibv.recv_cq } else { qp.ibv.send_cq };
     if cq_of_qp != me {
         return Err(libc::EIO);
     }
-    let wr_id = if recv {
-        lock(wq).retire_next(cqe.wqe_index)
-    } else {
-        lock(wq).retire_through(cqe.wqe_index)
+    let wr_id = match (recv, &qp.srq, &qp.rq) {
+        (false, _, _) => lock(&qp.sq).retire_through(cqe.wqe_index),
+        (true, Some(srq), _) => lock(&srq.get().ring).retire(cqe.wqe_index),
+        (true, None, Some(rq)) => lock(rq).retire_next(cqe.wqe_index),
+        (true, None, None) => None,
     }
     .ok_or(libc::EIO)?;
     let imm = cqe.flags & CQE_FLAG_IMM != 0;

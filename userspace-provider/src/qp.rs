@@ -15,6 +15,7 @@ use ordma_hw::{
 use crate::context::{Context, DbPage};
 use crate::cq::{self, Cq};
 use crate::dma::log2_ceil;
+use crate::srq::SrqRef;
 use crate::wq::{lock, post_recv_chain, post_send_chain, ring_caps, QpCaps, WorkQueue};
 use crate::{abi, set_errno, sys};
 
@@ -34,8 +35,10 @@ pub(crate) struct Qp {
     /// The NIC's QP number, for the QP's doorbells.
     pub(crate) qpn: u32,
     pub(crate) sq: Mutex<WorkQueue>,
-    /// None for a QP without a receive queue (`max_recv_wr` 0).
+    /// None for a QP without a receive queue (`max_recv_wr` 0, or on an SRQ).
     pub(crate) rq: Option<Mutex<WorkQueue>>,
+    /// The SRQ it receives through instead, if any.
+    pub(crate) srq: Option<SrqRef>,
     /// What posting enforces: what `ibv_create_qp` reported.
     pub(crate) caps: QpCaps,
     /// `enum ibv_qp_state` as the last successful `modify_qp` set it (RESET at create).
@@ -119,13 +122,21 @@ pub(crate) unsafe extern "C" fn create_qp(
 }
 
 /// A QP's rings for `attr`, not yet known to the kernel. Both CQs must be given
-/// (libibverbs would dereference them).
+/// (libibverbs would dereference them). A QP on an SRQ has no receive ring (what `attr`
+/// asks for one is ignored, as the kernel does).
 pub(crate) fn new_qp(attr: &sys::ibv_qp_init_attr) -> Result<Box<Qp>, c_int> {
     if attr.send_cq.is_null() || attr.recv_cq.is_null() {
         return Err(libc::EINVAL);
     }
+    // SAFETY: libibverbs' contract: `srq` is null or one of ours, which the kernel keeps
+    // alive while the QP uses it.
+    let srq = unsafe { SrqRef::new(attr.srq) };
     let sq_shape = sq_shape(&attr.cap)?;
-    let rq_shape = rq_shape(&attr.cap)?;
+    let rq_shape = if srq.is_some() {
+        None
+    } else {
+        rq_shape(&attr.cap)?
+    };
     let sq = WorkQueue::new(sq_shape)?;
     let rq = rq_shape.map(WorkQueue::new).transpose()?;
     let caps = QpCaps {
@@ -137,6 +148,7 @@ pub(crate) fn new_qp(attr: &sys::ibv_qp_init_attr) -> Result<Box<Qp>, c_int> {
         qpn: 0,
         sq: Mutex::new(sq),
         rq: rq.map(Mutex::new),
+        srq,
         caps,
         state: AtomicU32::new(sys::ibv_qp_state_IBV_QPS_RESET),
     }))
@@ -333,22 +345,24 @@ pub(crate) unsafe extern "C" fn destroy_qp(ibqp: *mut sys::ibv_qp) -> c_int {
 /// `qp` is a live QP of ours with its context and CQs set (by CREATE_QP).
 unsafe fn clean_cqs(qp: *mut Qp, forget: bool) {
     // SAFETY: the caller's promise; our CQs are `Cq`s with `ibv` first.
-    let (ctx, qpn, a, b) = unsafe {
+    let (ctx, qpn, a, b, srq) = unsafe {
         (
             Context::from_ibv((*qp).ibv.context),
             (*qp).qpn,
             (*qp).ibv.send_cq.cast::<Cq>(),
             (*qp).ibv.recv_cq.cast::<Cq>(),
+            (*qp).srq,
         )
     };
+    let srq = srq.as_ref().map(SrqRef::get);
     let (first, second) = if a <= b { (a, b) } else { (b, a) };
     // SAFETY: live CQs (the QP uses them, so they cannot be destroyed yet).
     let (first, second) = unsafe { (&*first, &*second) };
     let mut g1 = lock(&first.state);
     let mut g2 = (!ptr::eq(first, second)).then(|| lock(&second.state));
-    cq::clean(first, &mut g1, qpn);
+    cq::clean(first, &mut g1, qpn, srq);
     if let Some(g2) = g2.as_mut() {
-        cq::clean(second, g2, qpn);
+        cq::clean(second, g2, qpn, srq);
     }
     if forget {
         // SAFETY: the context is live while its QPs are.

@@ -252,7 +252,7 @@ pub(crate) fn send_header(
 }
 
 /// Writes one SGE as the NIC reads it.
-fn put_sge(wqe: &mut [u8], off: usize, s: &sys::ibv_sge) -> Result<(), c_int> {
+pub(crate) fn put_sge(wqe: &mut [u8], off: usize, s: &sys::ibv_sge) -> Result<(), c_int> {
     let sge = Sge {
         addr: s.addr,
         length: s.length,
@@ -310,7 +310,10 @@ pub(crate) fn encode_recv(wqe: &mut [u8], sges: &[sys::ibv_sge]) -> Result<(), c
 ///
 /// `list` is valid for `num` entries (libibverbs' contract for a WR's `sg_list`), for
 /// the result's lifetime.
-unsafe fn sge_list<'a>(list: *const sys::ibv_sge, num: c_int) -> Result<&'a [sys::ibv_sge], c_int> {
+pub(crate) unsafe fn sge_list<'a>(
+    list: *const sys::ibv_sge,
+    num: c_int,
+) -> Result<&'a [sys::ibv_sge], c_int> {
     let n = usize::try_from(num).map_err(|_| libc::EINVAL)?;
     if n == 0 {
         return Ok(&[]);

@@ -1,4 +1,5 @@
-//! Compiles the test program's C part (`verbs_data.c`, `mr_checks.c`, `ownership.c`, `quirks.c`) and links libibverbs.
+//! Compiles the test program's C part (`verbs_data.c`, `mr_checks.c`, `ownership.c`,
+//! `quirks.c`, `srq_checks.c`) and links libibverbs.
 
 fn main() {
     for f in [
@@ -7,6 +8,7 @@ fn main() {
         "mr_checks.c",
         "ownership.c",
         "quirks.c",
+        "srq_checks.c",
     ] {
         println!("cargo:rerun-if-changed={f}");
     }
@@ -15,6 +17,7 @@ fn main() {
         .file("mr_checks.c")
         .file("ownership.c")
         .file("quirks.c")
+        .file("srq_checks.c")
         .flag("-std=gnu11")
         .warnings(true)
         .extra_warnings(true)

@@ -27,6 +27,7 @@
  *   stale, drain    what the NIC touches after a deregistration, and when SQD is drained:
  *              see ownership.c (drain between two NICs: it takes --dev2's link down)
  *   quirks     what UCX and NCCL do that plain tests do not: see quirks.c
+ *   srq, srq-events, srq-errnos, srq-hold  shared receive queues: see srq_checks.c
  * Prints a line per check; exits 0 only when all held.
  */
 #define _GNU_SOURCE
@@ -668,7 +669,8 @@ int verbs_data_main(int argc, char **argv)
 	}
 	if (i >= argc) {
 		fprintf(stderr, "usage: %s [--dev A] [--dev2 B] [--mem 4k|huge:PATH|dmabuf] "
-				"transfers|errors|rnr|events|many|shared|levels|stale|drain|quirks...\n", argv[0]);
+				"transfers|errors|rnr|events|many|shared|levels|stale|drain|quirks|"
+				"srq|srq-events|srq-errnos|srq-hold...\n", argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -694,6 +696,14 @@ int verbs_data_main(int argc, char **argv)
 			check_drain();
 		else if (!strcmp(argv[i], "quirks"))
 			check_quirks();
+		else if (!strcmp(argv[i], "srq"))
+			check_srq();
+		else if (!strcmp(argv[i], "srq-events"))
+			check_srq_events();
+		else if (!strcmp(argv[i], "srq-errnos"))
+			check_srq_errnos();
+		else if (!strcmp(argv[i], "srq-hold"))
+			check_srq_hold();
 		else {
 			fprintf(stderr, "unknown check %s\n", argv[i]);
 			return 2;

@@ -62,5 +62,9 @@ void check_levels(void);
 void check_stale(void);
 void check_drain(void);
 void check_quirks(void);
+void check_srq(void);
+void check_srq_events(void);
+void check_srq_errnos(void);
+void check_srq_hold(void);
 
 #endif

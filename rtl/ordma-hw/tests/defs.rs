@@ -7,8 +7,8 @@ fn version_fields_split_major_and_minor() {
     assert_eq!(version_major(VERSION), 1);
     assert_eq!(
         version_minor(VERSION),
-        1,
-        "1.1: MRs, CQs, QPs, doorbell pages"
+        2,
+        "1.2: SRQs (and atomics) on 1.1's MRs, CQs, QPs, doorbell pages"
     );
     assert_eq!(version_major(0x0003_0007), 3);
     assert_eq!(version_minor(0x0003_0007), 7);
@@ -82,10 +82,20 @@ fn device_attrs_round_trip() {
         num_ports: 1,
         vendor_part_id: 9,
         hw_ver: 10,
+        max_srq: 11,
+        max_srq_wr: 12,
+        max_srq_sge: 13,
     };
     let b = a.encode();
+    assert_eq!(b.len(), 96);
     assert_eq!(DeviceAttrs::decode(&b), a);
-    assert_eq!(get_le32(&b, 60), Some(10), "hw_ver is the last word");
+    assert_eq!(get_le32(&b, 60), Some(10), "hw_ver @60");
+    assert_eq!(
+        (get_le32(&b, 64), get_le32(&b, 68), get_le32(&b, 72)),
+        (Some(11), Some(12), Some(13)),
+        "max_srq @64, max_srq_wr @68, max_srq_sge @72"
+    );
+    assert!(b[76..].iter().all(|&x| x == 0), "@76..96 reserved here");
 }
 
 #[test]
@@ -446,7 +456,7 @@ fn rc_state_table_matches_ib_modify_qp_is_ok() {
 fn doorbell_page_layout() {
     assert_eq!(DB_PAGE_SIZE * DB_PAGES as usize, BAR2_SIZE);
     assert_eq!(db_value(0x1234, 0xabcd), 0x1234_abcd);
-    let offs = [DB_SQ, DB_RQ, DB_CQ_ARM, DB_CQ_ARM_SOLICITED];
+    let offs = [DB_SQ, DB_RQ, DB_CQ_ARM, DB_CQ_ARM_SOLICITED, DB_SRQ];
     for (i, o) in offs.iter().enumerate() {
         assert_eq!(*o, 4 * i, "doorbells are consecutive 32-bit words");
     }
@@ -625,4 +635,126 @@ fn cqe_phase_is_one_on_the_first_pass_and_flips_each_wrap() {
     // Free-running 16-bit indices stay consistent across their own wrap (depth <= 2^15).
     assert_eq!(cqe_phase(0xffff, 15), 0);
     assert_eq!(cqe_phase(0x1_0000 & 0xffff, 15), 1);
+}
+
+#[test]
+fn srq_params_layout() {
+    let c = CreateSrqParams {
+        db_page: 5,
+        max_sge: 3,
+        wq: WorkQueue {
+            log_depth: 13,
+            log_wqe_size: 7,
+            ring: PageList {
+                root: 0x1234_5000,
+                npages: 256,
+                page_shift: 12,
+                levels: 1,
+            },
+        },
+        pdn: 0x0102_0304,
+    };
+    let p = c.encode();
+    assert_eq!(&p[0..4], &[5, 3, 13, 7]);
+    assert_eq!(get_le32(&p, 4), Some(0x0102_0304));
+    assert_eq!(get_le64(&p, 8), Some(0x1234_5000));
+    assert_eq!(get_le32(&p, 16), Some(256));
+    assert_eq!(&p[20..22], &[12, 1]);
+    assert_eq!(CreateSrqParams::decode(&p), Some(c));
+    reserved_refused(&p, &[22, 23, 40, 55], CreateSrqParams::decode);
+
+    let m = ModifySrqParams {
+        srqn: 9,
+        attr_mask: SRQ_ATTR_LIMIT,
+        srq_limit: 77,
+    };
+    let p = m.encode();
+    assert_eq!(
+        (get_le32(&p, 0), get_le32(&p, 4), get_le32(&p, 8)),
+        (Some(9), Some(2), Some(77))
+    );
+    assert_eq!(ModifySrqParams::decode(&p), Some(m));
+    reserved_refused(&p, &[12, 55], ModifySrqParams::decode);
+
+    let q = QuerySrqParams {
+        srqn: 4,
+        resp_addr: 0xabc0,
+        resp_len: 16,
+    };
+    let p = q.encode();
+    assert_eq!(get_le64(&p, 8), Some(0xabc0));
+    assert_eq!(get_le32(&p, 16), Some(16));
+    assert_eq!(QuerySrqParams::decode(&p), Some(q));
+    reserved_refused(&p, &[4, 7, 20, 55], QuerySrqParams::decode);
+
+    let a = SrqAttrs {
+        max_wr: 8191,
+        max_sge: 1,
+        srq_limit: 10,
+        wqe_count: 3,
+    };
+    let b = a.encode();
+    assert_eq!(get_le32(&b, 12), Some(3));
+    assert_eq!(SrqAttrs::decode(&b), a);
+    assert_eq!(
+        (
+            CMD_CREATE_SRQ,
+            CMD_MODIFY_SRQ,
+            CMD_QUERY_SRQ,
+            CMD_DESTROY_SRQ
+        ),
+        (0x0d, 0x0e, 0x0f, 0x10)
+    );
+    assert_eq!(
+        (EVENT_SRQ_LIMIT_REACHED, EVENT_QP_LAST_WQE_REACHED, DB_SRQ),
+        (11, 12, 0x010)
+    );
+}
+
+#[test]
+fn srq_wqe_links_and_qp_srq_flag() {
+    let w = SrqWqe {
+        num_sge: 2,
+        next: 0x1234,
+    };
+    let mut b = [0xffu8; 64];
+    assert!(w.encode_into(&mut b));
+    assert_eq!(&b[0..4], &[2, 0, 0x34, 0x12]);
+    assert!(b[4..16].iter().all(|&x| x == 0));
+    assert_eq!(SrqWqe::decode(&b), Some(w));
+    assert_eq!(SrqWqe::next_of(&b), Some(0x1234));
+    for off in [1, 4, 15] {
+        let mut bad = b;
+        bad[off] = 1;
+        assert_eq!(SrqWqe::decode(&bad), None, "reserved byte {off}");
+        assert_eq!(
+            SrqWqe::next_of(&bad),
+            Some(0x1234),
+            "next is still where it is"
+        );
+    }
+    assert_eq!(SrqWqe::decode(&b[..15]), None);
+
+    let mut q = CreateQpParams {
+        qp_type: QP_TYPE_RC,
+        flags: QP_FLAG_SRQ,
+        ..Default::default()
+    };
+    q.rq.ring.root = 7;
+    assert_eq!(q.srqn(), Some(7));
+    let p = q.encode();
+    assert_eq!(get_le64(&p, 32), Some(7), "the SRQN in rq_root");
+    assert_eq!(CreateQpParams::decode(&p).and_then(|d| d.srqn()), Some(7));
+    let mut high = q;
+    high.rq.ring.root = (1 << 32) | 7;
+    assert_eq!(high.srqn(), None);
+    let mut ring = q;
+    ring.rq.log_depth = 1;
+    assert_eq!(ring.srqn(), None);
+    let mut sge = q;
+    sge.max_recv_sge = 1;
+    assert_eq!(sge.srqn(), None);
+    let mut no_flag = q;
+    no_flag.flags = 0;
+    assert_eq!(no_flag.srqn(), None);
 }

@@ -57,7 +57,8 @@ struct Args {
     #[arg(long, value_name = "E", default_value_t = 17, value_parser = clap::value_parser!(u8).range(0..=31))]
     min_ack_timeout: u8,
     /// Report N for a device attribute: max_qp, max_qp_wr, max_cq, max_cqe, max_mr,
-    /// max_pd, max_sge, hw_ver, or fw_ver=MAJOR.MINOR.SUB (repeatable)
+    /// max_pd, max_sge, max_srq, max_srq_wr, max_srq_sge, hw_ver, or fw_ver=MAJOR.MINOR.SUB
+    /// (repeatable)
     #[arg(long, value_name = "NAME=N", value_parser = parse_attr)]
     attr: Vec<(Attr, u64)>,
     /// Write "ready\n" to file descriptor N once listening, then close it
@@ -104,6 +105,9 @@ enum Attr {
     MaxCqe,
     MaxMr,
     MaxPd,
+    MaxSrq,
+    MaxSrqWr,
+    MaxSrqSge,
     MaxSge,
     HwVer,
     FwVer,
@@ -148,6 +152,9 @@ fn parse_attr(v: &str) -> Result<(Attr, u64), String> {
         "max_mr" => Attr::MaxMr,
         "max_pd" => Attr::MaxPd,
         "max_sge" => Attr::MaxSge,
+        "max_srq" => Attr::MaxSrq,
+        "max_srq_wr" => Attr::MaxSrqWr,
+        "max_srq_sge" => Attr::MaxSrqSge,
         "hw_ver" => Attr::HwVer,
         _ => return Err(format!("unknown attribute {name}")),
     };
@@ -168,6 +175,9 @@ fn set_attr(a: &mut ordma_hw::DeviceAttrs, attr: Attr, n: u64) {
         Attr::MaxMr => &mut a.max_mr,
         Attr::MaxPd => &mut a.max_pd,
         Attr::MaxSge => &mut a.max_sge,
+        Attr::MaxSrq => &mut a.max_srq,
+        Attr::MaxSrqWr => &mut a.max_srq_wr,
+        Attr::MaxSrqSge => &mut a.max_srq_sge,
         Attr::HwVer => &mut a.hw_ver,
     };
     // CAST: parse_attr made every other attribute from a u32; never saturates.

@@ -219,7 +219,9 @@ fn decoders_accept_any_bytes() {
         let _ = hw::AdminCompletion::decode(&small);
         let _ = hw::Event::decode(&small);
         let mut attrs = [0u8; hw::DEVICE_ATTRS_SIZE];
-        attrs.copy_from_slice(&sqe);
+        attrs[..hw::AQ_SQE_SIZE].copy_from_slice(&sqe);
+        // The SRQ limits after the 64 bytes of 1.1; @76..96 reserved.
+        attrs[64..76].iter_mut().for_each(|b| *b = rng.next() as u8);
         assert_eq!(hw::DeviceAttrs::decode(&attrs).encode(), attrs);
         let mut port = [0u8; hw::PORT_ATTRS_SIZE];
         port.copy_from_slice(&sqe[..hw::PORT_ATTRS_SIZE]);
@@ -327,14 +329,14 @@ fn small(rng: &mut Rng, edge: u64) -> u32 {
     }
 }
 
-/// Random MR, CQ and QP commands, page tables, QP attributes, doorbells, translations and
-/// completions against an enabled NIC: never a panic, never FATAL (no object command or
+/// Random MR, CQ, QP and SRQ commands, page tables, QP attributes, doorbells, translations
+/// and completions against an enabled NIC: never a panic, never FATAL (no object command or
 /// user doorbell may stop the NIC), a completion for every command, every table within
 /// its `max_*`, and a walk that reaches successes of every kind.
 #[test]
 fn random_object_commands_never_break_the_engine() {
     let n = iters() / 4;
-    let mut ok = [0u64; 16];
+    let mut ok = [0u64; 32];
     let mut foreign = 0;
     let (mut xlate_ok, mut cqe_ok) = (0u64, 0u64);
     for seed in 1..=4u64 {
@@ -347,6 +349,7 @@ fn random_object_commands_never_break_the_engine() {
         config.attrs.max_cq = 6;
         config.attrs.max_qp = 6;
         config.attrs.max_pd = 4;
+        config.attrs.max_srq = 3;
         let mut nic = Nic::new(config);
         nic.set_bus_master(true, &mem, &irq);
         for (reg, v) in [
@@ -361,20 +364,22 @@ fn random_object_commands_never_break_the_engine() {
         }
         let mut prod = 0u16;
         let (mut keys, mut cqns, mut qpns) = (vec![0u32], vec![0u32], vec![2u32]);
-        let mut pdns = vec![0u32];
+        let (mut pdns, mut srqns) = (vec![0u32], vec![0u32]);
         for _ in 0..n {
             // QP commands twice as often: they need the most to succeed.
-            let op = [0, 1, 2, 3, 4, 5, 6, 7, 7, 8, 8, 9, 10, 11, 12, 13][rng.below(16) as usize];
-            if op >= 11 {
+            let op = [
+                0, 1, 2, 3, 4, 5, 6, 7, 7, 8, 8, 9, 10, 11, 12, 13, 14, 14, 15, 16, 17, 11,
+            ][rng.below(22) as usize];
+            if (11..=13).contains(&op) {
                 // A doorbell, a translation or a completion.
                 match op {
                     11 => {
                         let page = rng.below(65);
-                        let reg = [0, 4, 8, 12, rng.below(4096)][rng.below(5) as usize];
-                        let num = if rng.below(2) == 0 {
-                            qpns[rng.below(qpns.len() as u64) as usize]
-                        } else {
-                            cqns[rng.below(cqns.len() as u64) as usize]
+                        let reg = [0, 4, 8, 12, 16, 16, rng.below(4096)][rng.below(7) as usize];
+                        let num = match rng.below(3) {
+                            0 => qpns[rng.below(qpns.len() as u64) as usize],
+                            1 => cqns[rng.below(cqns.len() as u64) as usize],
+                            _ => srqns[rng.below(srqns.len() as u64) as usize],
                         };
                         let v = hw::db_value(num & 0xffff, rng.next() as u16 % 300);
                         let size = [4, 4, 4, 2, 8][rng.below(5) as usize];
@@ -521,6 +526,17 @@ fn random_object_commands_never_break_the_engine() {
                         sq,
                         rq,
                     };
+                    // On an SRQ: its number in `rq_root`, the rest of the RQ zero.
+                    let on_srq = |mut q: hw::CreateQpParams, rng: &mut Rng| {
+                        if rng.below(3) == 0 {
+                            q.flags = hw::QP_FLAG_SRQ;
+                            q.max_recv_sge = 0;
+                            q.rq = hw::WorkQueue::default();
+                            q.rq.ring.root =
+                                u64::from(srqns[rng.below(srqns.len() as u64) as usize]);
+                        }
+                        q
+                    };
                     if rng.below(2) == 0 {
                         // Well-formed: small rings of 64-byte WQEs, one SGE, a live PD.
                         let wq = |rng: &mut Rng| {
@@ -543,9 +559,9 @@ fn random_object_commands_never_break_the_engine() {
                             rq: wq(&mut rng),
                             ..p
                         };
-                        (hw::CMD_CREATE_QP, good.encode())
+                        (hw::CMD_CREATE_QP, on_srq(good, &mut rng).encode())
                     } else {
-                        (hw::CMD_CREATE_QP, p.encode())
+                        (hw::CMD_CREATE_QP, on_srq(p, &mut rng).encode())
                     }
                 }
                 8 => {
@@ -620,9 +636,56 @@ fn random_object_commands_never_break_the_engine() {
                     };
                     (hw::CMD_QUERY_QP, p.encode())
                 }
-                _ => {
+                10 => {
                     let num = qpns[rng.below(qpns.len() as u64) as usize];
                     (hw::CMD_DESTROY_QP, hw::NumParams { num }.encode())
+                }
+                14 => {
+                    let mut wq = hw::WorkQueue {
+                        log_depth: small(&mut rng, 17) as u8,
+                        log_wqe_size: (5 + small(&mut rng, 7)) as u8,
+                        ring: page_list(&mut rng, &mem),
+                    };
+                    let mut p = hw::CreateSrqParams {
+                        db_page: db_page(&mut rng) as u8,
+                        max_sge: small(&mut rng, 20) as u8,
+                        wq,
+                        pdn: small(&mut rng, 5),
+                    };
+                    if rng.below(2) == 0 {
+                        // Well-formed: a small ring of 64-byte WQEs, one SGE, a live PD.
+                        wq.log_depth = 1 + rng.below(6) as u8;
+                        wq.log_wqe_size = 6;
+                        wq.ring =
+                            valid_list(&mut rng, &mem, (64u64 << wq.log_depth).div_ceil(4096));
+                        p = hw::CreateSrqParams {
+                            max_sge: 1,
+                            wq,
+                            pdn: pdns[rng.below(pdns.len() as u64) as usize],
+                            ..p
+                        };
+                    }
+                    (hw::CMD_CREATE_SRQ, p.encode())
+                }
+                15 => {
+                    let p = hw::ModifySrqParams {
+                        srqn: srqns[rng.below(srqns.len() as u64) as usize],
+                        attr_mask: small(&mut rng, 4),
+                        srq_limit: small(&mut rng, 70),
+                    };
+                    (hw::CMD_MODIFY_SRQ, p.encode())
+                }
+                16 => {
+                    let p = hw::QuerySrqParams {
+                        srqn: srqns[rng.below(srqns.len() as u64) as usize],
+                        resp_addr: host_addr(&mut rng),
+                        resp_len: small(&mut rng, 40),
+                    };
+                    (hw::CMD_QUERY_SRQ, p.encode())
+                }
+                _ => {
+                    let num = srqns[rng.below(srqns.len() as u64) as usize];
+                    (hw::CMD_DESTROY_SRQ, hw::NumParams { num }.encode())
                 }
             };
             let mut params = params;
@@ -662,11 +725,15 @@ fn random_object_commands_never_break_the_engine() {
                     hw::CMD_ALLOC_PD => pdns.push(r),
                     hw::CMD_CREATE_CQ => cqns.push(r),
                     hw::CMD_CREATE_QP => qpns.push(r),
+                    hw::CMD_CREATE_SRQ => srqns.push(r),
                     _ => {}
                 }
             }
             let s = nic.status_snapshot();
-            assert!(s.mrs <= 8 && s.cqs <= 6 && s.qps <= 6 && s.pds <= 4, "{s}");
+            assert!(
+                s.mrs <= 8 && s.cqs <= 6 && s.qps <= 6 && s.pds <= 4 && s.srqs <= 3,
+                "{s}"
+            );
         }
         foreign += nic.counters().get(Anomaly::ForeignDoorbell);
         assert_eq!(nic.status() & hw::STATUS_FATAL, 0);
@@ -683,6 +750,10 @@ fn random_object_commands_never_break_the_engine() {
         hw::CMD_MODIFY_QP,
         hw::CMD_QUERY_QP,
         hw::CMD_DESTROY_QP,
+        hw::CMD_CREATE_SRQ,
+        hw::CMD_MODIFY_SRQ,
+        hw::CMD_QUERY_SRQ,
+        hw::CMD_DESTROY_SRQ,
     ] {
         assert!(ok[usize::from(op)] > 0, "opcode {op:#x} never succeeded");
     }

@@ -330,7 +330,7 @@ fn cleaning_drops_one_qp_s_cqes_and_keeps_the_others_in_order() {
     nic_write(&cq, 4, &send_cqe(9, 3));
     nic_write(&cq, 5, &send_cqe(4, 1));
     nic_write(&cq, 6, &send_cqe(9, 4));
-    assert_eq!(clean(&cq, &mut lock(&cq.state), 4), 2);
+    assert_eq!(clean(&cq, &mut lock(&cq.state), 4, None), 2);
     assert_eq!(record(&cq), 5);
     let (r, wc) = poll_n(&cq, &qps, 8);
     assert_eq!((r, wc[0].wr_id, wc[1].wr_id), (2, 93, 94));
@@ -340,7 +340,7 @@ fn cleaning_drops_one_qp_s_cqes_and_keeps_the_others_in_order() {
     nic_write(&cq, 7, &send_cqe(9, 5));
     assert_eq!(poll_n(&cq, &qps, 8).1.first().map(|w| w.wr_id), Some(95));
     assert_eq!(
-        clean(&cq, &mut lock(&cq.state), 4),
+        clean(&cq, &mut lock(&cq.state), 4, None),
         0,
         "nothing left to drop"
     );
@@ -448,4 +448,100 @@ fn two_posters_a_nic_and_a_poller_run_at_once() {
 fn arming_writes_cqn_and_index_to_the_arm_doorbells() {
     assert_eq!(arm_doorbell(3, 0, false), (0x8, 3 << 16));
     assert_eq!(arm_doorbell(0xffff, 0x1_0005, true), (0xc, 0xffff_0005));
+}
+
+/// A receive CQE of QP `qpn` naming SRQ slot `slot`.
+fn srq_cqe(qpn: u32, slot: u16) -> Cqe {
+    Cqe {
+        wqe_index: slot,
+        qpn,
+        opcode: WC_RECV,
+        flags: CQE_FLAG_RECV,
+        byte_len: 5,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn srq_completions_give_their_slots_back_in_any_order_and_clean_too() {
+    use crate::srq::{post_srq_chain, Srq, SrqRing};
+    let srq = Srq {
+        ibv: sys::ibv_srq::default(),
+        srqn: 3,
+        max_sge: 1,
+        ring: Mutex::new(
+            SrqRing::new(crate::qp::QueueShape {
+                log_depth: 3,
+                log_wqe_size: 6,
+            })
+            .expect("a ring"),
+        ),
+    };
+    let mut cq = new_cq(16).expect("a CQ");
+    cq.cqn = 5;
+    let qps = QpTable::new();
+    let mut on = Vec::new();
+    for qpn in [4, 6] {
+        let mut qp = testing::qp_on_srq(cap(4, 1, 0, 100, 5), &srq, RTS, qpn);
+        assert!(
+            qp.rq.is_none() && qp.caps.max_recv_sge == 0,
+            "no RQ of its own"
+        );
+        qp.ibv.send_cq = ptr::addr_of_mut!(cq.ibv);
+        qp.ibv.recv_cq = ptr::addr_of_mut!(cq.ibv);
+        assert_eq!(qps.insert(qpn, ptr::addr_of!(*qp).cast_mut()), Ok(()));
+        on.push(qp);
+    }
+    let db = RecordingDb::default();
+    let mut s = [sge(0x30, 8, 1)];
+    let mut wrs: Vec<_> = (0..5u64)
+        .map(|i| sys::ibv_recv_wr {
+            wr_id: 500 + i,
+            sg_list: s.as_mut_ptr(),
+            num_sge: 1,
+            ..Default::default()
+        })
+        .collect();
+    // SAFETY: the test's WRs are valid.
+    assert!(unsafe { post_srq_chain(&srq, &db, chain_recv(&mut wrs)) }.is_ok());
+    // QP 6 completes slot 1 before QP 4 completes slot 0; QP 4 then slot 2.
+    nic_write(&cq, 0, &srq_cqe(6, 1));
+    nic_write(&cq, 1, &srq_cqe(4, 0));
+    nic_write(&cq, 2, &srq_cqe(4, 2));
+    let (r, wc) = poll_n(&cq, &qps, 8);
+    let got: Vec<_> = wc.iter().map(|w| (w.qp_num, w.wr_id, w.opcode)).collect();
+    assert_eq!(r, 3);
+    assert_eq!(
+        got,
+        [
+            (6, 501, WC_RECV.into()),
+            (4, 500, WC_RECV.into()),
+            (4, 502, WC_RECV.into())
+        ]
+    );
+    // A slot not posted (or given back already) is a bad CQE.
+    nic_write(&cq, 3, &srq_cqe(4, 1));
+    assert_eq!(poll_n(&cq, &qps, 8).0, -libc::EIO);
+    // QP 6's CQEs not yet polled when it goes: cleaned, their slots back.
+    nic_write(&cq, 4, &srq_cqe(6, 3));
+    nic_write(&cq, 5, &srq_cqe(4, 4));
+    assert_eq!(clean(&cq, &mut lock(&cq.state), 6, Some(&srq)), 1);
+    assert_eq!(
+        lock(&srq.ring).retire(3),
+        None,
+        "slot 3 came back with the clean"
+    );
+    assert_eq!(poll_n(&cq, &qps, 8).1.first().map(|w| w.wr_id), Some(504));
+    // Every slot but the spare is free again: 7 WQEs go in, not 8.
+    let mut one = sys::ibv_recv_wr {
+        wr_id: 7,
+        ..Default::default()
+    };
+    for _ in 0..7 {
+        // SAFETY: as above.
+        assert!(unsafe { post_srq_chain(&srq, &db, &mut one) }.is_ok());
+    }
+    // SAFETY: as above.
+    let full = unsafe { post_srq_chain(&srq, &db, &mut one) };
+    assert_eq!(full.map_err(|e| e.0), Err(libc::ENOMEM));
 }

@@ -36,6 +36,26 @@ pub(crate) fn qp(cap: sys::ibv_qp_cap, sig_all: bool, state: u32, qpn: u32) -> B
     qp
 }
 
+/// A QP of `cap` on SRQ `srq` (both CQs dangling), in `state`, with QPN `qpn`.
+pub(crate) fn qp_on_srq(
+    cap: sys::ibv_qp_cap,
+    srq: &crate::srq::Srq,
+    state: u32,
+    qpn: u32,
+) -> Box<Qp> {
+    let mut qp = crate::qp::new_qp(&sys::ibv_qp_init_attr {
+        send_cq: ptr::NonNull::dangling().as_ptr(),
+        recv_cq: ptr::NonNull::dangling().as_ptr(),
+        srq: ptr::from_ref(srq).cast_mut().cast(),
+        cap,
+        ..Default::default()
+    })
+    .expect("a QP");
+    qp.qpn = qpn;
+    crate::qp::set_state(&qp, state);
+    qp
+}
+
 /// Capabilities asked.
 pub(crate) fn cap(
     send_wr: u32,

@@ -177,3 +177,41 @@ impl Nic<'_> {
             .map(|_| ())
     }
 }
+
+impl Nic<'_> {
+    /// `CMD_CREATE_SRQ`: the new SRQ's number.
+    pub(crate) fn create_srq(&self, p: &hw::CreateSrqParams) -> Result<u32, Failed> {
+        let srqn = self.command(hw::CMD_CREATE_SRQ, p.encode())?;
+        self.queue_num("CREATE_SRQ", srqn)
+    }
+
+    /// `CMD_MODIFY_SRQ`: arms (or, with 0, disarms) SRQ `srqn`'s limit.
+    pub(crate) fn modify_srq_limit(&self, srqn: u32, srq_limit: u32) -> Result {
+        let p = hw::ModifySrqParams {
+            srqn,
+            attr_mask: hw::SRQ_ATTR_LIMIT,
+            srq_limit,
+        };
+        self.admin(hw::CMD_MODIFY_SRQ, p.encode()).map(|_| ())
+    }
+
+    /// `CMD_QUERY_SRQ`.
+    pub(crate) fn query_srq(&self, srqn: u32) -> Result<hw::SrqAttrs> {
+        let raw =
+            self.query::<{ hw::SRQ_ATTRS_SIZE }>(hw::CMD_QUERY_SRQ, |resp_addr, resp_len| {
+                hw::QuerySrqParams {
+                    srqn,
+                    resp_addr,
+                    resp_len,
+                }
+                .encode()
+            })?;
+        Ok(hw::SrqAttrs::decode(&raw))
+    }
+
+    /// `CMD_DESTROY_SRQ`.
+    pub(crate) fn destroy_srq(&self, srqn: u32) -> Result {
+        self.admin(hw::CMD_DESTROY_SRQ, hw::NumParams { num: srqn }.encode())
+            .map(|_| ())
+    }
+}

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The event queue: the NIC's asynchronous events (port state, fatal errors), consumed in
-//! the MSI-X handler of the event vector and passed on to ib_core.
+//! The event queue: the NIC's asynchronous events (port state, fatal errors, CQ, QP and
+//! SRQ events), consumed in the MSI-X handler of the event vector and passed on to ib_core.
 
 use kernel::{
     device,
@@ -100,6 +100,17 @@ impl Nic<'_> {
                     )
                 });
             }
+            hw::EVENT_SRQ_LIMIT_REACHED => {
+                if !self.ib_events.srq_event(e.data, ib::SrqEvent::LimitReached) {
+                    self.log_event(|| {
+                        dev_warn!(
+                            self.pdev,
+                            "limit event for SRQ {} that does not exist\n",
+                            e.data
+                        )
+                    });
+                }
+            }
             kind => {
                 let qp_event = match kind {
                     hw::EVENT_QP_FATAL => Some(ib::QpEvent::Fatal),
@@ -107,6 +118,7 @@ impl Nic<'_> {
                     hw::EVENT_QP_ACCESS_ERR => Some(ib::QpEvent::AccessError),
                     hw::EVENT_QP_SQ_DRAINED => Some(ib::QpEvent::SqDrained),
                     hw::EVENT_QP_COMM_EST => Some(ib::QpEvent::CommEstablished),
+                    hw::EVENT_QP_LAST_WQE_REACHED => Some(ib::QpEvent::LastWqeReached),
                     _ => None,
                 };
                 match qp_event {

@@ -17,6 +17,7 @@ mod nic;
 mod pages;
 mod pd;
 mod qp;
+mod srq;
 mod uapi;
 mod ucontext;
 mod verbs;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Queue pairs (RC): send and receive rings in the user's memory, pinned here and given to
-//! the NIC with `CREATE_QP`; the IB state machine, checked here by ib_core's own table and
+//! Queue pairs (RC): send and receive rings in the user's memory (or an SRQ of the same
+//! context instead of a receive ring), pinned here and given to the NIC with `CREATE_QP`; the IB state machine, checked here by ib_core's own table and
 //! the NIC's value rules before `MODIFY_QP`, and held by the NIC (`hardware.md`, "Queue
 //! pairs").
 
@@ -11,7 +11,9 @@ use kernel::{
     sync::{Arc, Mutex},
 };
 
-use crate::{cq::Cq, hw, ib, nic::Nic, pages::NicMemory, pd::Pd, uapi, ucontext::Ucontext};
+use crate::{
+    cq::Cq, hw, ib, nic::Nic, pages::NicMemory, pd::Pd, srq::Srq, uapi, ucontext::Ucontext,
+};
 
 // The NIC's attribute mask is ib_core's (`IB_QP_*`): it is passed through unchanged.
 const _: () = {
@@ -91,14 +93,16 @@ fn sges(wqe: u32, base: u32, max: u32) -> u32 {
 
 impl<'bound> Qp<'bound> {
     /// Checks the request (type, capabilities against `limits`, the provider's rings,
-    /// `uapi.md` CREATE_QP), pins the rings, creates the QP on the NIC (in `RESET`) and
+    /// `uapi.md` CREATE_QP), pins the rings, creates the QP on the NIC (in `RESET`, on
+    /// `srq` if given: then without a receive ring, its receive capabilities ignored) and
     /// answers with its number; returns the QP's initialiser.
     ///
     /// # Errors
     ///
-    /// `EOPNOTSUPP` for a type other than RC, an SRQ, create flags, unknown `comp_mask`
-    /// bits; `EINVAL` for capabilities beyond the device's or the rings' (`uapi.md`), a
-    /// misaligned ring; the pinning's errors; `ENOMEM` when the NIC has no free QP; `EIO`,
+    /// `EOPNOTSUPP` for a type other than RC, an XRC domain or RSS table, create flags,
+    /// unknown `comp_mask` bits; `EINVAL` for capabilities beyond the device's or the
+    /// rings' (`uapi.md`), a misaligned ring, a receive ring beside an SRQ, an SRQ of
+    /// another context; the pinning's errors; `ENOMEM` when the NIC has no free QP; `EIO`,
     /// `ETIMEDOUT` from a dead or silent NIC.
     #[expect(clippy::too_many_arguments)]
     pub(crate) fn new(
@@ -107,17 +111,32 @@ impl<'bound> Qp<'bound> {
         pd: &Pd<'bound>,
         send_cq: &Cq<'bound>,
         recv_cq: &Cq<'bound>,
+        srq: Option<&Srq<'bound>>,
         init: &ib::QpInit,
         limits: &QpLimits,
         pages: &ib::UserPages<'_>,
         udata: &ib::Udata<'_>,
     ) -> Result<impl PinInit<Self, Error> + 'bound> {
-        if init.qp_type != ib::QpType::Rc || init.has_srq || init.create_flags != 0 {
+        if init.qp_type != ib::QpType::Rc
+            || init.other_receive
+            || init.has_srq != srq.is_some()
+            || init.create_flags != 0
+        {
             return Err(EOPNOTSUPP);
         }
         let cmd: uapi::CreateQpCmd = udata.read()?;
         ib::check_comp_mask(cmd.comp_mask.into(), 0)?;
-        let want = &init.caps;
+        if srq.is_some_and(|s| s.db_page() != uctx.db_page()) {
+            return Err(EINVAL);
+        }
+        // A QP on an SRQ has no receive queue of its own: what it asks for one is ignored
+        // (as mlx5 and rxe do) and answered 0.
+        let mut want = init.caps;
+        if srq.is_some() {
+            want.max_recv_wr = 0;
+            want.max_recv_sge = 0;
+        }
+        let want = &want;
         if want.max_send_wr > limits.max_wr
             || want.max_recv_wr > limits.max_wr
             || want.max_send_sge > limits.max_sge
@@ -169,7 +188,7 @@ impl<'bound> Qp<'bound> {
             hw::PageList::default()
         };
         let small = |v: u32| u8::try_from(v).map_err(|_| EINVAL);
-        let params = hw::CreateQpParams {
+        let mut params = hw::CreateQpParams {
             qp_type: hw::QP_TYPE_RC,
             db_page: small(uctx.db_page())?,
             max_send_sge: small(caps.max_send_sge)?,
@@ -194,6 +213,10 @@ impl<'bound> Qp<'bound> {
                 hw::WorkQueue::default()
             },
         };
+        if let Some(s) = srq {
+            params.flags = hw::QP_FLAG_SRQ;
+            params.rq.ring.root = s.srqn().into();
+        }
         let (qpn, memory) =
             nic.create_reaching(memory, Some(uctx.db_page()), || nic.create_qp(&params))?;
         if let Err(e) = udata.respond(&uapi::CreateQpResp { comp_mask: 0, qpn }) {

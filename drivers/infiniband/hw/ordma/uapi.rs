@@ -33,7 +33,8 @@ pub(crate) use generated::{
     ordma_ibv_alloc_pd_resp as AllocPdResp, ordma_ibv_alloc_ucontext_cmd as AllocUcontextCmd,
     ordma_ibv_alloc_ucontext_resp as AllocUcontextResp, ordma_ibv_create_cq_cmd as CreateCqCmd,
     ordma_ibv_create_cq_resp as CreateCqResp, ordma_ibv_create_qp_cmd as CreateQpCmd,
-    ordma_ibv_create_qp_resp as CreateQpResp, ORDMA_DB_PAGE_SIZE as DB_PAGE_SIZE,
+    ordma_ibv_create_qp_resp as CreateQpResp, ordma_ibv_create_srq_cmd as CreateSrqCmd,
+    ordma_ibv_create_srq_resp as CreateSrqResp, ORDMA_DB_PAGE_SIZE as DB_PAGE_SIZE,
     ORDMA_UVERBS_ABI_VERSION as UVERBS_ABI_VERSION,
 };
 
@@ -71,5 +72,15 @@ unsafe impl ib::Uapi for CreateQpCmd {
 }
 // SAFETY: generated from the uapi header: `__u32` fields only, 8 bytes.
 unsafe impl ib::Uapi for CreateQpResp {
+    const MIN_SIZE: usize = size_of::<Self>();
+}
+// SAFETY: generated from the uapi header: `__u32`, `__u8`, `__u16` and `__aligned_u64`
+// fields, every padding byte named, 16 bytes.
+unsafe impl ib::Uapi for CreateSrqCmd {
+    // Introduced whole (ABI version 1, interface 1.2).
+    const MIN_SIZE: usize = size_of::<Self>();
+}
+// SAFETY: generated from the uapi header: `__u32` fields only, 8 bytes.
+unsafe impl ib::Uapi for CreateSrqResp {
     const MIN_SIZE: usize = size_of::<Self>();
 }

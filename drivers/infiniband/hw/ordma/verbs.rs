@@ -2,7 +2,7 @@
 
 //! ordma as an ib_core driver: device and port queries answered from what the NIC
 //! reported, and the objects, each in its own file (`ucontext.rs`, `pd.rs`, `mr.rs`,
-//! `cq.rs`, `qp.rs`).
+//! `cq.rs`, `qp.rs`, `srq.rs`).
 
 use kernel::{prelude::*, sync::Arc};
 
@@ -14,6 +14,7 @@ use crate::{
     nic::Nic,
     pd::Pd,
     qp::{Qp, QpLimits},
+    srq::{Srq, SrqLimits},
     uapi,
     ucontext::{DoorbellPage, Ucontext},
     OrdmaModule,
@@ -53,6 +54,7 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
     type Mr = Mr<'bound>;
     type Cq = Cq<'bound>;
     type Qp = Qp<'bound>;
+    type Srq = Srq<'bound>;
 
     fn query_device(&self) -> Result<ib::DeviceAttr> {
         let a = &self.attrs;
@@ -83,6 +85,11 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
                 .min(hw::MAX_QUEUE_NUM + 1),
             max_qp_rd_atom: hw::QP_MAX_RD_ATOMIC.into(),
             max_qp_init_rd_atom: hw::QP_MAX_RD_ATOMIC.into(),
+            max_srq: a.max_srq,
+            max_srq_wr: self.max_srq_wr(),
+            max_srq_sge: a.max_srq_sge,
+            // The NIC numbers SRQs below `max_srq`, in 16 bits.
+            srq_num_limit: a.max_srq.min(hw::MAX_QUEUE_NUM + 1),
         })
     }
 
@@ -162,6 +169,7 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
         pd: &'a Pd<'bound>,
         send_cq: &'a Cq<'bound>,
         recv_cq: &'a Cq<'bound>,
+        srq: Option<&'a Srq<'bound>>,
         init: &'a ib::QpInit,
     ) -> impl PinInit<Qp<'bound>, Error> + 'a {
         pin_init::pin_init_scope(move || {
@@ -175,7 +183,7 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
                 max_mtu: self.port.active_mtu,
             };
             Qp::new(
-                &self.nic, u.uctx, pd, send_cq, recv_cq, init, &limits, u.pages, u.udata,
+                &self.nic, u.uctx, pd, send_cq, recv_cq, srq, init, &limits, u.pages, u.udata,
             )
         })
     }
@@ -193,6 +201,37 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
     fn query_qp(&self, qp: &Qp<'bound>) -> Result<(ib::QpAttr, ib::QpCaps)> {
         qp.query()
     }
+
+    fn create_srq<'a>(
+        &'a self,
+        caller: ib::Caller<'a, Self>,
+        pd: &'a Pd<'bound>,
+        init: &'a ib::SrqInit,
+    ) -> impl PinInit<Srq<'bound>, Error> + 'a {
+        let limits = SrqLimits {
+            max_wr: self.max_srq_wr(),
+            max_sge: self.attrs.max_srq_sge,
+        };
+        match caller {
+            ib::Caller::User(u) => Srq::new(&self.nic, u.uctx, pd, init, &limits, u.pages, u.udata),
+            // A kernel SRQ would need the fast path (post_srq_recv) in the kernel.
+            ib::Caller::Kernel => Err(EOPNOTSUPP),
+        }
+    }
+
+    fn modify_srq(
+        &self,
+        srq: &Srq<'bound>,
+        attr: &ib::SrqAttr,
+        mask: ib::SrqAttrMask,
+        udata: Option<&ib::Udata<'_>>,
+    ) -> Result {
+        srq.modify(attr, mask, udata)
+    }
+
+    fn query_srq(&self, srq: &Srq<'bound>) -> Result<ib::SrqAttr> {
+        srq.query()
+    }
 }
 
 impl OrdmaIb<'_> {
@@ -204,5 +243,10 @@ impl OrdmaIb<'_> {
     /// Work requests per queue, likewise.
     fn max_qp_wr(&self) -> u32 {
         self.attrs.max_qp_wr.min(MAX_QUEUE_DEPTH)
+    }
+
+    /// Work requests per SRQ, likewise (the deepest ring has one slot free).
+    fn max_srq_wr(&self) -> u32 {
+        self.attrs.max_srq_wr.min(MAX_QUEUE_DEPTH - 1)
     }
 }

@@ -14,6 +14,9 @@ pub const DB_CQ_ARM: usize = 0x008;
 /// Doorbell page offset: arm a CQ for its next solicited (or error) completion,
 /// `cqn << 16 | consumer index`.
 pub const DB_CQ_ARM_SOLICITED: usize = 0x00c;
+/// Doorbell page offset (1.2): shared receive queue doorbell, `srqn << 16 | producer
+/// index` (the WQEs posted to the SRQ, free-running).
+pub const DB_SRQ: usize = 0x010;
 
 /// A doorbell value: `num << 16 | index`.
 pub fn db_value(num: u32, index: u16) -> u32 {

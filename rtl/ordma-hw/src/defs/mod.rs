@@ -4,8 +4,8 @@
 //! This file is compiled twice: by the kernel crate (`drivers/infiniband/hw/ordma/hw.rs`
 //! includes it with `#[path]`) and by the `ordma-hw` crate that the model uses. It must stay
 //! dependency-free: `core` only, no allocation, no `std`. `Documentation/hardware.md`
-//! describes the same interface in prose; change both together. Interface 1.1's objects
-//! are in the submodules, one per role, re-exported here.
+//! describes the same interface in prose; change both together. Interface 1.1's and
+//! 1.2's objects are in the submodules, one per role, re-exported here.
 
 /// PCI vendor ID of the ordma NIC.
 ///
@@ -50,7 +50,7 @@ pub const REG_AQ_SQ_DB: usize = 0x040;
 pub const REG_EQ_DB: usize = 0x044;
 
 /// The interface version this file describes, as `VERSION` reports it.
-pub const VERSION: u32 = (1 << 16) | 1;
+pub const VERSION: u32 = (1 << 16) | 2;
 
 /// The major part of a `VERSION` value; drivers refuse a major they do not know.
 pub const fn version_major(version: u32) -> u16 {
@@ -499,10 +499,11 @@ impl Event {
     }
 }
 
-/// Size of the [`DeviceAttrs`] response.
-pub const DEVICE_ATTRS_SIZE: usize = 64;
+/// Size of the [`DeviceAttrs`] response (interface 1.2; 64 in 1.1).
+pub const DEVICE_ATTRS_SIZE: usize = 96;
 
-/// The `CMD_QUERY_DEVICE` response (64 bytes, little-endian, offsets in the field docs).
+/// The `CMD_QUERY_DEVICE` response (96 bytes, little-endian, offsets in the field docs;
+/// @76..96 reserved, zero).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DeviceAttrs {
     /// @0: firmware (model) version, `major << 32 | minor << 16 | patch`.
@@ -531,6 +532,12 @@ pub struct DeviceAttrs {
     pub vendor_part_id: u32,
     /// @60: hardware version.
     pub hw_ver: u32,
+    /// @64 (1.2): maximum number of SRQs.
+    pub max_srq: u32,
+    /// @68 (1.2): maximum work requests per SRQ.
+    pub max_srq_wr: u32,
+    /// @72 (1.2): maximum scatter/gather entries per SRQ work request.
+    pub max_srq_sge: u32,
 }
 
 impl DeviceAttrs {
@@ -551,6 +558,9 @@ impl DeviceAttrs {
             self.num_ports,
             self.vendor_part_id,
             self.hw_ver,
+            self.max_srq,
+            self.max_srq_wr,
+            self.max_srq_sge,
         ];
         for (i, w) in words.iter().enumerate() {
             put_le32(&mut b, 24 + 4 * i, *w);
@@ -575,6 +585,9 @@ impl DeviceAttrs {
             num_ports: w(7),
             vendor_part_id: w(8),
             hw_ver: w(9),
+            max_srq: w(10),
+            max_srq_wr: w(11),
+            max_srq_sge: w(12),
         }
     }
 }
@@ -658,10 +671,12 @@ mod cq;
 mod doorbell;
 mod memory;
 mod qp;
+mod srq;
 mod wqe;
 
 pub use cq::*;
 pub use doorbell::*;
 pub use memory::*;
 pub use qp::*;
+pub use srq::*;
 pub use wqe::*;

@@ -12,8 +12,8 @@ pub const QP_TYPE_UD: u8 = 4;
 pub const QPN_FIRST: u32 = 2;
 /// The largest CQN or QPN: doorbells carry it in 16 bits.
 pub const MAX_QUEUE_NUM: u32 = 0xffff;
-/// `CMD_CREATE_QP` flag: the QP receives through an SRQ (`rq_root` low 32 bits = SRQN);
-/// reserved, `AQ_BAD_PARAM` in 1.1.
+/// `CMD_CREATE_QP` flag (1.2): the QP receives through an SRQ (`rq_root` low 32 bits =
+/// SRQN, every other `rq_*` field and `max_recv_sge` zero; [`CreateQpParams::srqn`]).
 pub const QP_FLAG_SRQ: u8 = 1 << 0;
 /// Bytes a send WQE needs besides its SGEs (a 16-byte control segment and a 16-byte
 /// remote-address segment); `sq_wqe_size >= SQ_WQE_BASE + 16 * max_send_sge` and

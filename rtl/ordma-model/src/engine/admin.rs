@@ -173,6 +173,10 @@ impl Nic {
             hw::CMD_MODIFY_QP => self.modify_qp(cmd, mem),
             hw::CMD_QUERY_QP => self.query_qp(cmd, mem),
             hw::CMD_DESTROY_QP => self.destroy_qp(cmd),
+            hw::CMD_CREATE_SRQ => self.create_srq(cmd, mem),
+            hw::CMD_MODIFY_SRQ => self.modify_srq(cmd),
+            hw::CMD_QUERY_SRQ => self.query_srq(cmd, mem),
+            hw::CMD_DESTROY_SRQ => self.destroy_srq(cmd),
             _ => (hw::AQ_BAD_OPCODE, 0),
         };
         let (op, cmd_id, status) = (cmd.opcode, cmd.cmd_id, outcome.0);
@@ -261,13 +265,14 @@ impl Nic {
         }
     }
 
-    /// `CMD_DEALLOC_PD`: frees a PD; `AQ_BAD_PARAM` while an MR or QP uses it.
+    /// `CMD_DEALLOC_PD`: frees a PD; `AQ_BAD_PARAM` while an MR, QP or SRQ uses it.
     fn dealloc_pd(&mut self, cmd: &hw::AdminCmd) -> Outcome {
         let Some(p) = hw::PdParams::decode(&cmd.params) else {
             return (hw::AQ_BAD_PARAM, 0);
         };
         let used = self.mrs.iter().any(|(_, mr)| mr.pdn == p.pdn)
-            || self.qps.iter().any(|(_, qp)| qp.pdn == p.pdn);
+            || self.qps.iter().any(|(_, qp)| qp.pdn == p.pdn)
+            || self.srqs.iter().any(|(_, srq)| srq.pdn == p.pdn);
         if used {
             return (hw::AQ_BAD_PARAM, 0);
         }

@@ -98,13 +98,18 @@ impl Nic {
     /// Moves QP `qpn` to `ERR` and flushes its queues.
     pub(super) fn enter_error(&mut self, qpn: u32, mem: &dyn Dma, irq: &dyn Interrupts) {
         if let Some(qp) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) {
+            if qp.state != hw::QPS_ERR && qp.srqn.is_some() {
+                qp.dp.last_wqe_due = true;
+            }
             qp.state = hw::QPS_ERR;
         }
         self.flush(qpn, mem, irq);
     }
 
     /// In `ERR`: completes every WQE of QP `qpn` not completed yet, SQ then RQ, in order,
-    /// with `WR_FLUSH_ERR`.
+    /// with `WR_FLUSH_ERR`. A QP attached to an SRQ completes the SRQ WQE its SEND in
+    /// progress took, if any, and then, once after entering `ERR`, posts
+    /// `QP_LAST_WQE_REACHED`: it takes no WQE from the SRQ any more.
     pub(super) fn flush(&mut self, qpn: u32, mem: &dyn Dma, irq: &dyn Interrupts) {
         if !self.bus_master {
             self.refused("flush");
@@ -139,6 +144,13 @@ impl Nic {
             }
             rq_done = Some(rq.pi);
         }
+        let srq_claimed = qp.srqn.and_then(|_| self.claimed_recv(qpn));
+        if let Some(i) = srq_claimed {
+            cqe.opcode = hw::WC_RECV;
+            cqe.flags = hw::CQE_FLAG_RECV;
+            cqe.wqe_index = i;
+            self.post_completion(qp.recv_cqn, &cqe, true, mem, irq);
+        }
         if let Some(q) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) {
             q.sq.ci = qp.sq.pi;
             if let (Some(rq), Some(pi)) = (q.rq.as_mut(), rq_done) {
@@ -148,6 +160,12 @@ impl Nic {
             q.dp.rnr_left = None;
         }
         self.remote_forget(qpn);
+        if qp.dp.last_wqe_due {
+            if let Some(q) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) {
+                q.dp.last_wqe_due = false;
+            }
+            self.post_event(hw::EVENT_QP_LAST_WQE_REACHED, qpn, 0, mem, irq);
+        }
     }
 
     /// A receive was posted on QP `qpn`: the QPs waiting for an RNR retry towards it send
@@ -200,7 +218,8 @@ impl Nic {
         self.drain_own(mem, irq);
     }
 
-    /// After admin commands: QPs a `MODIFY_QP` moved to `ERR` flush, QPs back in `RTS`
+    /// After admin commands: QPs a `MODIFY_QP` moved to `ERR` flush (and those attached to
+    /// an SRQ post `QP_LAST_WQE_REACHED`), QPs back in `RTS`
     /// (from `SQD`) send what was posted meanwhile.
     pub(super) fn run_data_path(&mut self, mem: &dyn Dma, irq: &dyn Interrupts) {
         let work: Vec<u32> = self
@@ -209,7 +228,7 @@ impl Nic {
             .filter(|(_, q)| {
                 let rq_busy = q.rq.is_some_and(|rq| rq.ci != rq.pi);
                 match q.state {
-                    hw::QPS_ERR => q.sq.ci != q.sq.pi || rq_busy,
+                    hw::QPS_ERR => q.sq.ci != q.sq.pi || rq_busy || q.dp.last_wqe_due,
                     hw::QPS_RTS => q.sq.ci != q.sq.pi && q.dp.rnr_wait.is_none(),
                     _ => false,
                 }

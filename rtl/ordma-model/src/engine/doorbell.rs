@@ -1,7 +1,7 @@
 //! The doorbell pages in BAR2: one 4 KiB page per user context, page 0 the kernel's.
 //!
 //! Every doorbell is a 32-bit write of `num << 16 | index` at a fixed offset of the page
-//! (`hw::DB_SQ`, `hw::DB_RQ`, `hw::DB_CQ_ARM`, `hw::DB_CQ_ARM_SOLICITED`). A doorbell
+//! (`hw::DB_SQ`, `hw::DB_RQ`, `hw::DB_CQ_ARM`, `hw::DB_CQ_ARM_SOLICITED`, `hw::DB_SRQ`). A doorbell
 //! reaches a queue only from the page that owns it: one on another page is ignored and
 //! counted (`foreign_doorbells`), so one process cannot drive another's queues. A doorbell
 //! for a queue that does not exist, an index out of range, an unknown offset or a
@@ -72,6 +72,7 @@ impl Nic {
                 .and_then(|i| self.qps.get_index(i))
                 .map(|qp| qp.db_page),
             hw::DB_CQ_ARM | hw::DB_CQ_ARM_SOLICITED => self.cqs.get_index(num).map(|cq| cq.db_page),
+            hw::DB_SRQ => self.srq(num).map(|srq| srq.db_page),
             _ => None,
         };
         let Some(owner) = owner else {
@@ -100,6 +101,7 @@ impl Nic {
         match reg {
             hw::DB_CQ_ARM => self.arm_cq(num, index, Arm::Next, mem, irq),
             hw::DB_CQ_ARM_SOLICITED => self.arm_cq(num, index, Arm::Solicited, mem, irq),
+            hw::DB_SRQ => self.srq_doorbell(num, index, mem, irq),
             _ => self.wq_doorbell(num, reg == hw::DB_SQ, index, mem, irq),
         }
     }

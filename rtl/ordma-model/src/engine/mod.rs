@@ -16,6 +16,7 @@
 //! - [`data`]: a message's bytes: translated pieces with the MRs they came from;
 //! - [`cq`]: completion queues, arming, completion events;
 //! - [`qp`]: queue pairs; [`qp_state`]: the QP state machine (`CMD_MODIFY_QP`);
+//! - [`srq`]: shared receive queues, and the WQEs their QPs take from them;
 //! - [`doorbell`]: the doorbell pages in BAR2 and their ownership rule;
 //! - the RC engine, by role as soft-RoCE's: [`packet`] (the IB transport headers),
 //!   [`requester`] (SQ WQEs to request packets), [`responder`] (requests to receive
@@ -49,6 +50,7 @@ pub mod regs;
 pub mod remote;
 pub mod requester;
 pub mod responder;
+pub mod srq;
 pub mod tables;
 pub mod wire;
 
@@ -66,6 +68,7 @@ use events::EventQueue;
 use mr::Mr;
 use qp::Qp;
 use regs::Regs;
+use srq::Srq;
 use tables::{Handle, Table};
 
 /// Where the engine raises MSI-X interrupts.
@@ -155,6 +158,10 @@ impl NicConfig {
                 num_ports: 1,
                 vendor_part_id: u32::from(hw::PCI_DEVICE_ID),
                 hw_ver: 1,
+                max_srq: 1024,
+                // The deepest ring less the free slot its links need.
+                max_srq_wr: (1 << hw::MAX_QUEUE_LOG_DEPTH) - 1,
+                max_srq_sge: 16,
             },
             lid: 1,
             link_up: true,
@@ -187,6 +194,7 @@ pub struct Nic {
     mr_gen: u64,
     cqs: Table<Cq>,
     qps: Table<Qp>,
+    srqs: Table<Srq>,
     /// Queue doorbells accepted since reset.
     doorbells: u64,
     /// Events written into the event queue since reset.
@@ -235,6 +243,10 @@ pub struct NicStatus {
     pub cqs: u32,
     /// QPs existing.
     pub qps: u32,
+    /// SRQs existing.
+    pub srqs: u32,
+    /// SRQs created, and destroyed by a command, since the model started.
+    pub srqs_counts: (u64, u64),
     /// PDs, MRs, CQs and QPs created since the model started.
     pub created: [u64; 4],
     /// PDs, MRs, CQs and QPs destroyed by a command since the model started (a reset frees
@@ -262,6 +274,7 @@ impl fmt::Display for NicStatus {
             "link={} enabled={} fatal={} error={} bme={} pds={} mrs={} cqs={} qps={} \
              pds_created={} mrs_created={} cqs_created={} qps_created={} \
              pds_destroyed={} mrs_destroyed={} cqs_destroyed={} qps_destroyed={} \
+             srqs={} srqs_created={} srqs_destroyed={} \
              doorbells={} commands={} events={} events_unread={} admin_pending={} {}",
             if self.link_up { "up" } else { "down" },
             u8::from(self.enabled),
@@ -280,6 +293,9 @@ impl fmt::Display for NicStatus {
             self.destroyed[1],
             self.destroyed[2],
             self.destroyed[3],
+            self.srqs,
+            self.srqs_counts.0,
+            self.srqs_counts.1,
             self.doorbells,
             self.commands,
             self.events,
@@ -352,6 +368,8 @@ impl Nic {
                     .max_qp
                     .min(hw::MAX_QUEUE_NUM + 1 - hw::QPN_FIRST),
             ),
+            // Doorbells carry 16 bits of SRQN.
+            srqs: Table::new(config.attrs.max_srq.min(hw::MAX_QUEUE_NUM + 1)),
             doorbells: 0,
             events_posted: 0,
             db_page_writes: [0; hw::DB_PAGES as usize],
@@ -412,6 +430,8 @@ impl Nic {
             mrs: self.mrs.in_use(),
             cqs: self.cqs.in_use(),
             qps: self.qps.in_use(),
+            srqs: self.srqs.in_use(),
+            srqs_counts: self.srqs.counts(),
             created: [
                 self.pds.counts().0,
                 self.mrs.counts().0,
@@ -451,6 +471,7 @@ impl Nic {
         fresh.mrs.keep_counts(&self.mrs);
         fresh.cqs.keep_counts(&self.cqs);
         fresh.qps.keep_counts(&self.qps);
+        fresh.srqs.keep_counts(&self.srqs);
         fresh.wire = self.wire.take();
         fresh.loop_wire = self.loop_wire;
         *self = fresh;

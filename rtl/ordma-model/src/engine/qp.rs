@@ -4,7 +4,8 @@
 //! A QP's send and receive queues are rings of WQEs in host memory (page lists). The QP is
 //! bound to the doorbell page of the context that created it, and so are its CQs: the NIC
 //! takes its doorbells from that page only. QP numbers are table index + `QPN_FIRST` (0 and
-//! 1 are the IB special QPs'). RC only in 1.1; the layout keeps room for UD and SRQs.
+//! 1 are the IB special QPs'). RC only; a QP may receive through an SRQ of its page
+//! (`hw::QP_FLAG_SRQ`, [`super::srq`]) instead of a receive queue of its own.
 
 use ordma_hw as hw;
 use tracing::debug;
@@ -29,7 +30,8 @@ pub struct WorkQueue {
 }
 
 impl WorkQueue {
-    fn new(q: &hw::WorkQueue) -> Self {
+    /// An empty queue of `q`'s shape.
+    pub(super) fn new(q: &hw::WorkQueue) -> Self {
         Self {
             log_depth: q.log_depth,
             log_wqe_size: q.log_wqe_size,
@@ -73,6 +75,8 @@ pub struct Qp {
     pub sq: WorkQueue,
     /// The receive queue, if it has one.
     pub rq: Option<WorkQueue>,
+    /// The SRQ it receives through instead (`hw::QP_FLAG_SRQ`), if any.
+    pub srqn: Option<u32>,
     /// `hw::QPS_*`.
     pub(super) state: u8,
     /// The attributes set so far (`qp_state` and `cur_qp_state` unused: `state` is).
@@ -98,6 +102,9 @@ pub struct DataPath {
     pub(super) sqd_notify: bool,
     /// Responder: `QP_COMM_EST` was raised.
     pub(super) comm_est: bool,
+    /// A QP attached to an SRQ entered `ERR`: `QP_LAST_WQE_REACHED` is due after its
+    /// flush.
+    pub(super) last_wqe_due: bool,
 }
 
 impl Qp {
@@ -147,14 +154,16 @@ impl Nic {
         let sq_need = (hw::SQ_WQE_BASE + hw::WQE_SGE_SIZE * u32::from(p.max_send_sge))
             .max(hw::SQ_WQE_BASE + u32::from(p.max_inline));
         let rq_need = hw::RQ_WQE_BASE + hw::WQE_SGE_SIZE * u32::from(p.max_recv_sge);
-        let has_rq = p.rq != hw::WorkQueue::default();
-        let rq_ok = if has_rq {
-            self.wq_ok(&p.rq, rq_need)
-        } else {
-            p.max_recv_sge == 0
+        let srqn = p.srqn();
+        let has_rq = srqn.is_none() && p.rq != hw::WorkQueue::default();
+        let rq_ok = match (p.flags, srqn) {
+            (0, _) if has_rq => self.wq_ok(&p.rq, rq_need),
+            (0, _) => p.max_recv_sge == 0,
+            // The SRQ exists and belongs to the QP's page.
+            (hw::QP_FLAG_SRQ, Some(n)) => self.srqs.get_index(n).is_some_and(|s| s.db_page == page),
+            _ => false,
         };
         if p.qp_type != hw::QP_TYPE_RC
-            || p.flags != 0
             || page >= hw::DB_PAGES
             || self.pds.get_index(p.pdn).is_none()
             || !cq_ok(p.send_cqn)
@@ -188,6 +197,7 @@ impl Nic {
             max_inline: p.max_inline,
             sq: WorkQueue::new(&p.sq),
             rq: has_rq.then(|| WorkQueue::new(&p.rq)),
+            srqn,
             state: hw::QPS_RESET,
             attr: hw::QpAttr::default(),
             dp: DataPath::default(),
@@ -197,7 +207,7 @@ impl Nic {
         };
         match h.index.checked_add(hw::QPN_FIRST) {
             Some(qpn) if qpn <= hw::MAX_QUEUE_NUM => {
-                debug!(qpn, db_page = page, "QP created");
+                debug!(qpn, db_page = page, ?srqn, "QP created");
                 self.remote_forget(qpn);
                 (hw::AQ_OK, u64::from(qpn))
             }

@@ -122,6 +122,10 @@ impl Nic {
             apply(mask, &a, &mut qp.attr);
         }
         qp.state = next;
+        if next == hw::QPS_ERR && cur != hw::QPS_ERR && qp.srqn.is_some() {
+            // Flushed after the command, then `QP_LAST_WQE_REACHED` (`run_data_path`).
+            qp.dp.last_wqe_due = true;
+        }
         if cur == hw::QPS_RTS && next == hw::QPS_SQD {
             qp.dp.sqd_notify =
                 mask & hw::QP_ATTR_EN_SQD_ASYNC_NOTIFY != 0 && a.en_sqd_async_notify != 0;

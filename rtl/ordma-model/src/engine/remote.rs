@@ -101,6 +101,11 @@ impl Nic {
         }
     }
 
+    /// The receive WQE QP `qpn`'s SEND in progress holds (its index), if any.
+    pub(super) fn claimed_recv(&self, qpn: u32) -> Option<u16> {
+        self.wire_qps.get(&qpn).and_then(|r| r.inb.claimed())
+    }
+
     /// Forgets QP `qpn`'s wire state (reset, created, destroyed, flushed).
     pub(super) fn remote_forget(&mut self, qpn: u32) {
         self.wire_qps.remove(&qpn);

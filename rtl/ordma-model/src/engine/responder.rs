@@ -29,6 +29,13 @@ pub(super) struct Inbound {
     write: Option<(Data, Pos)>,
 }
 
+impl Inbound {
+    /// The receive WQE a SEND in progress holds (its index), if any.
+    pub(super) fn claimed(&self) -> Option<u16> {
+        self.recv.as_ref().map(|r| r.0)
+    }
+}
+
 /// A payload handed to the responder: the sender's data, the position, the length.
 pub(super) type Payload<'a> = Option<(&'a Data, &'a mut Pos, u64)>;
 
@@ -223,7 +230,8 @@ impl Nic {
         Answer::Nak(NakCode::RemoteAccess)
     }
 
-    /// Claims the next receive WQE of QP `qpn`, with its buffers translated if `sges`.
+    /// Claims the next receive WQE of QP `qpn` (of its SRQ, if it has one:
+    /// [`Nic::srq_claim`]), with its buffers translated if `sges`.
     fn claim_recv(
         &mut self,
         qpn: u32,
@@ -235,6 +243,9 @@ impl Nic {
         let Some(qp) = self.qp(qpn).copied() else {
             return Err(Answer::Drop);
         };
+        if let Some(srqn) = qp.srqn {
+            return self.srq_claim(qpn, &qp, srqn, sges, gated, mem, irq);
+        }
         let Some(rq) = qp.rq else {
             return Err(Answer::Nak(NakCode::InvalidRequest));
         };
@@ -480,7 +491,7 @@ impl Nic {
 
     /// Completes receive WQE `index` of QP `qpn` (always a CQE); an error moves the QP to
     /// `ERR`. `flags` may carry `CQE_FLAG_SOLICITED`; the source QP is the QP's
-    /// `dest_qp_num` (RC).
+    /// `dest_qp_num` (RC). For a QP attached to an SRQ, `index` is the SRQ's slot.
     #[allow(clippy::too_many_arguments, reason = "a CQE's fields")]
     pub(super) fn complete_recv(
         &mut self,

@@ -542,6 +542,94 @@ impl Rig {
     pub fn state(&mut self, qpn: u32) -> u8 {
         self.query(qpn).qp_state
     }
+
+    /// `CMD_CREATE_SRQ`'s parameters for a ring of `2^log_depth` WQEs of `2^log_wqe` bytes
+    /// at `ring` (physically contiguous), on the rig's page and PD.
+    pub fn srq_params(
+        &mut self,
+        ring: u64,
+        log_depth: u8,
+        log_wqe: u8,
+        max_sge: u8,
+    ) -> hw::CreateSrqParams {
+        let bytes = 1u64 << (log_depth + log_wqe);
+        let pages: Vec<u64> = (0..bytes.div_ceil(4096)).map(|i| ring + i * 4096).collect();
+        let list = self.list(12, &pages);
+        hw::CreateSrqParams {
+            db_page: PAGE as u8,
+            max_sge,
+            wq: hw::WorkQueue {
+                log_depth,
+                log_wqe_size: log_wqe,
+                ring: list,
+            },
+            pdn: self.pdn,
+        }
+    }
+
+    /// An SRQ as [`Rig::srq_params`] describes it: its number.
+    pub fn srq(&mut self, ring: u64, log_depth: u8, log_wqe: u8, max_sge: u8) -> u32 {
+        let p = self.srq_params(ring, log_depth, log_wqe, max_sge);
+        self.ok(hw::CMD_CREATE_SRQ, p.encode()) as u32
+    }
+
+    /// `CMD_CREATE_QP`'s parameters for a QP with its SQ at `sq` receiving through SRQ
+    /// `srqn`, completing to the rig's CQs.
+    pub fn srq_qp_params(&mut self, sq: u64, srqn: u32) -> hw::CreateQpParams {
+        let sq_pages: Vec<u64> = (0..(1u64 << (SQ_LOG + SQ_WQE_LOG)) / 4096)
+            .map(|i| sq + i * 4096)
+            .collect();
+        let sq_list = self.list(12, &sq_pages);
+        let mut p = hw::CreateQpParams {
+            qp_type: hw::QP_TYPE_RC,
+            db_page: PAGE as u8,
+            max_send_sge: 4,
+            max_recv_sge: 0,
+            pdn: self.pdn,
+            send_cqn: self.scq.cqn,
+            recv_cqn: self.rcq.cqn,
+            max_inline: 128,
+            flags: hw::QP_FLAG_SRQ,
+            sq: hw::WorkQueue {
+                log_depth: SQ_LOG,
+                log_wqe_size: SQ_WQE_LOG,
+                ring: sq_list,
+            },
+            rq: hw::WorkQueue::default(),
+        };
+        p.rq.ring.root = u64::from(srqn);
+        p
+    }
+
+    /// A QP receiving through SRQ `srqn`, its SQ at `sq`.
+    pub fn srq_qp(&mut self, sq: u64, srqn: u32) -> Qp {
+        let p = self.srq_qp_params(sq, srqn);
+        let qpn = self.ok(hw::CMD_CREATE_QP, p.encode()) as u32;
+        Qp {
+            qpn,
+            sq,
+            rq: 0,
+            sq_pi: 0,
+            rq_pi: 0,
+        }
+    }
+
+    /// Writes the WQE of `slot` (linked to `next`) of an SRQ ring of `2^log_wqe`-byte WQEs
+    /// at `ring`.
+    pub fn put_srq(&self, ring: u64, log_wqe: u8, slot: u16, next: u16, sges: &[hw::Sge]) {
+        let mut b = vec![0u8; 1 << log_wqe];
+        assert!(hw::SrqWqe {
+            num_sge: sges.len() as u8,
+            next
+        }
+        .encode_into(&mut b));
+        for (i, s) in sges.iter().enumerate() {
+            assert!(s.encode_into(&mut b, hw::RecvWqe::sge_offset(i)));
+        }
+        self.mem
+            .dma_write(ring + (u64::from(slot) << log_wqe), &b)
+            .unwrap();
+    }
 }
 
 pub fn sge(addr: u64, length: u32, lkey: u32) -> hw::Sge {

@@ -81,9 +81,9 @@ impl<'a, T: Driver + 'a> Registration<'a, T> {
             assert!(!T::PORTS.is_empty() && T::PORTS.len() <= u8::MAX as usize);
             assert!(T::NUM_COMP_VECTORS >= 1 && T::NUM_COMP_VECTORS <= i32::MAX as u32);
         };
-        // Room in the event tables for every CQ and QP number the driver hands out.
+        // Room in the event tables for every CQ, QP and SRQ number the driver hands out.
         let attr = data.query_device()?;
-        events.size_tables(attr.cq_num_limit, attr.qp_num_limit)?;
+        events.size_tables(attr.cq_num_limit, attr.qp_num_limit, attr.srq_num_limit)?;
         // SAFETY: `init_net` is the initial network namespace, a static that outlives us;
         // the size covers `IbDevice<T>`, whose first field is the `ib_device`.
         let ib = unsafe { b::_ib_alloc_device(size_of::<IbDevice<T>>(), &raw mut b::init_net) };

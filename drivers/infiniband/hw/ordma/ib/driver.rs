@@ -9,6 +9,7 @@ use super::{
     cq::CqInit,
     mr::MrKeys,
     qp::{QpAttr, QpAttrMask, QpCaps, QpInit},
+    srq::{SrqAttr, SrqAttrMask, SrqInit},
     ucontext::UserContext,
     udata::Udata,
     umem::{UserMemory, UserPages},
@@ -102,6 +103,14 @@ pub(crate) struct DeviceAttr {
     pub(crate) cq_num_limit: u32,
     /// The driver's QP numbers are below this.
     pub(crate) qp_num_limit: u32,
+    /// SRQs.
+    pub(crate) max_srq: u32,
+    /// Work requests per SRQ.
+    pub(crate) max_srq_wr: u32,
+    /// Scatter/gather entries per SRQ work request.
+    pub(crate) max_srq_sge: u32,
+    /// The driver's SRQ numbers are below this.
+    pub(crate) srq_num_limit: u32,
     /// Outstanding RDMA reads and atomics per QP, as responder.
     pub(crate) max_qp_rd_atom: u32,
     /// Outstanding RDMA reads and atomics per QP, as initiator.
@@ -162,9 +171,20 @@ pub(crate) trait QpObject {
     fn caps(&self) -> QpCaps;
 }
 
+/// What an SRQ answers once created.
+pub(crate) trait SrqObject {
+    /// The driver's number for the SRQ: events name it ([`EventSink::srq_event`]); below
+    /// [`DeviceAttr::srq_num_limit`].
+    ///
+    /// [`EventSink::srq_event`]: super::EventSink::srq_event
+    fn num(&self) -> u32;
+    /// The capabilities it has (at least those asked for; its `srq_limit` unused).
+    fn caps(&self) -> SrqAttr;
+}
+
 /// An ib_core device driver.
 ///
-/// ib_core allocates every object (user context, PD, CQ, QP, and to come SRQ, AH) at the
+/// ib_core allocates every object (user context, PD, CQ, QP, SRQ, and to come AH) at the
 /// size the binding declares for it (MRs, which ib_core does not allocate, the binding
 /// allocates), and calls the driver to set it up. The driver answers with an initialiser
 /// ([`PinInit`]) of its associated type, which the binding runs in place, inside that
@@ -207,6 +227,8 @@ pub(crate) trait Driver: Sync + Sized {
     type Cq: CqObject + Send + Sync;
     /// The driver's part of a QP.
     type Qp: QpObject + Send + Sync;
+    /// The driver's part of an SRQ.
+    type Srq: SrqObject + Send + Sync;
 
     /// Device attributes (`query_device`).
     fn query_device(&self) -> Result<DeviceAttr>;
@@ -246,14 +268,15 @@ pub(crate) trait Driver: Sync + Sized {
         caller: Caller<'a, Self>,
         init: &'a CqInit,
     ) -> impl PinInit<Self::Cq, Error> + 'a;
-    /// A new QP for `caller` on `pd`, completing to `send_cq` and `recv_cq`, as `init`
-    /// asks.
+    /// A new QP for `caller` on `pd`, completing to `send_cq` and `recv_cq`, receiving
+    /// through `srq` if given, as `init` asks.
     fn create_qp<'a>(
         &'a self,
         caller: Caller<'a, Self>,
         pd: &'a Self::Pd,
         send_cq: &'a Self::Cq,
         recv_cq: &'a Self::Cq,
+        srq: Option<&'a Self::Srq>,
         init: &'a QpInit,
     ) -> impl PinInit<Self::Qp, Error> + 'a;
     /// Modifies `qp`: the attributes `mask` names, from `attr`; `udata` is `None` for a
@@ -267,6 +290,24 @@ pub(crate) trait Driver: Sync + Sized {
     ) -> Result;
     /// `qp`'s attributes and capabilities.
     fn query_qp(&self, qp: &Self::Qp) -> Result<(QpAttr, QpCaps)>;
+    /// A new SRQ for `caller` on `pd`, as `init` asks.
+    fn create_srq<'a>(
+        &'a self,
+        caller: Caller<'a, Self>,
+        pd: &'a Self::Pd,
+        init: &'a SrqInit,
+    ) -> impl PinInit<Self::Srq, Error> + 'a;
+    /// Modifies `srq`: the attributes `mask` names (unchecked by ib_core), from `attr`;
+    /// `udata` is `None` for a kernel caller.
+    fn modify_srq(
+        &self,
+        srq: &Self::Srq,
+        attr: &SrqAttr,
+        mask: SrqAttrMask,
+        udata: Option<&Udata<'_>>,
+    ) -> Result;
+    /// `srq`'s attributes.
+    fn query_srq(&self, srq: &Self::Srq) -> Result<SrqAttr>;
 }
 
 impl DeviceAttr {
@@ -291,6 +332,9 @@ impl DeviceAttr {
         attr.max_pkeys = self.max_pkeys;
         attr.max_qp_rd_atom = self.max_qp_rd_atom;
         attr.max_qp_init_rd_atom = self.max_qp_init_rd_atom;
+        attr.max_srq = self.max_srq;
+        attr.max_srq_wr = self.max_srq_wr;
+        attr.max_srq_sge = self.max_srq_sge;
     }
 }
 

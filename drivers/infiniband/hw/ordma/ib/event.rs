@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Asynchronous events to ib_core (`ib_dispatch_event`), and the events of CQs and QPs
-//! (completion and error handlers), from any context.
+//! Asynchronous events to ib_core (`ib_dispatch_event`), and the events of CQs, QPs and
+//! SRQs (completion and error handlers), from any context.
 
 use core::ptr::NonNull;
 
@@ -31,19 +31,19 @@ unsafe impl Send for Target {}
 pub(crate) struct EventSink {
     #[pin]
     target: SpinLockIrq<Option<Target>>,
-    /// The device's live CQs and QPs by number, for their events.
+    /// The device's live CQs, QPs and SRQs by number, for their events.
     #[pin]
     objects: SpinLockIrq<Objects>,
 }
 
-/// A live CQ or QP, as the sink holds it.
+/// A live CQ, QP or SRQ, as the sink holds it.
 struct Object<O>(NonNull<O>);
 
-// SAFETY: ib_core's CQ and QP pointers may be used from any thread; the sink only holds one
+// SAFETY: ib_core's CQ, QP and SRQ pointers may be used from any thread; the sink only holds one
 // between its object's creation and destruction (see `EventSink::add_cq`).
 unsafe impl<O> Send for Object<O> {}
 
-/// The live CQs and QPs of a device, by number: what their events reach.
+/// The live CQs, QPs and SRQs of a device, by number: what their events reach.
 ///
 /// # Invariants
 ///
@@ -53,6 +53,7 @@ unsafe impl<O> Send for Object<O> {}
 struct Objects {
     cqs: KVVec<Option<Object<b::ib_cq>>>,
     qps: KVVec<Option<Object<b::ib_qp>>>,
+    srqs: KVVec<Option<Object<b::ib_srq>>>,
 }
 
 /// A table of `n` empty slots.
@@ -101,13 +102,14 @@ impl EventSink {
         })
     }
 
-    /// Makes room for CQs numbered below `cqs` and QPs numbered below `qps`, before the
-    /// device is registered.
-    pub(super) fn size_tables(&self, cqs: u32, qps: u32) -> Result {
-        let (cqs, qps) = (slots(cqs)?, slots(qps)?);
+    /// Makes room for CQs numbered below `cqs`, QPs numbered below `qps` and SRQs
+    /// numbered below `srqs`, before the device is registered.
+    pub(super) fn size_tables(&self, cqs: u32, qps: u32, srqs: u32) -> Result {
+        let (cqs, qps, srqs) = (slots(cqs)?, slots(qps)?, slots(srqs)?);
         let mut o = self.objects.lock();
         o.cqs = cqs;
         o.qps = qps;
+        o.srqs = srqs;
         Ok(())
     }
 
@@ -136,6 +138,42 @@ impl EventSink {
     /// After this returns, no event reaches QP `num`.
     pub(super) fn remove_qp(&self, num: u32) {
         remove(&mut self.objects.lock().qps, num);
+    }
+
+    /// # Safety
+    ///
+    /// As [`EventSink::add_cq`], for SRQ `srq`.
+    pub(super) unsafe fn add_srq(&self, num: u32, srq: NonNull<b::ib_srq>) -> Result {
+        // INVARIANT: the caller guarantees `srq` is live until removed.
+        insert(&mut self.objects.lock().srqs, num, srq)
+    }
+
+    /// After this returns, no event reaches SRQ `num`.
+    pub(super) fn remove_srq(&self, num: u32) {
+        remove(&mut self.objects.lock().srqs, num);
+    }
+
+    /// An event of SRQ `num`. `false` if there is no such SRQ.
+    pub(crate) fn srq_event(&self, num: u32, event: SrqEvent) -> bool {
+        let o = self.objects.lock();
+        let Some(srq) = lookup(&o.srqs, num) else {
+            return false;
+        };
+        let srq = srq.as_ptr();
+        // SAFETY: as in `cq_completion`; ib_core's SRQ event handlers queue the event for
+        // the owner (uverbs' async event file) and may be called from interrupt context.
+        unsafe {
+            if let Some(handler) = (*srq).event_handler {
+                let mut ev = b::ib_event {
+                    device: (*srq).device,
+                    event: event.raw(),
+                    ..Default::default()
+                };
+                ev.element.srq = srq;
+                handler(&mut ev, (*srq).srq_context);
+            }
+        }
+        true
     }
 
     /// CQ `num` has a completion its consumer asked to hear of: its completion handler
@@ -263,6 +301,8 @@ pub(crate) enum QpEvent {
     SqDrained,
     /// `IB_EVENT_COMM_EST`.
     CommEstablished,
+    /// `IB_EVENT_QP_LAST_WQE_REACHED`: a QP on an SRQ takes no more of its WQEs.
+    LastWqeReached,
 }
 
 impl QpEvent {
@@ -273,6 +313,22 @@ impl QpEvent {
             Self::AccessError => b::ib_event_type_IB_EVENT_QP_ACCESS_ERR,
             Self::SqDrained => b::ib_event_type_IB_EVENT_SQ_DRAINED,
             Self::CommEstablished => b::ib_event_type_IB_EVENT_COMM_EST,
+            Self::LastWqeReached => b::ib_event_type_IB_EVENT_QP_LAST_WQE_REACHED,
+        }
+    }
+}
+
+/// The asynchronous events of an SRQ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SrqEvent {
+    /// `IB_EVENT_SRQ_LIMIT_REACHED`.
+    LimitReached,
+}
+
+impl SrqEvent {
+    fn raw(self) -> b::ib_event_type {
+        match self {
+            Self::LimitReached => b::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED,
         }
     }
 }

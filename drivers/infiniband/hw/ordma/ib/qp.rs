@@ -96,8 +96,10 @@ pub(crate) struct QpInit {
     pub(crate) qp_type: QpType,
     /// Capabilities asked for; the driver answers what the QP has.
     pub(crate) caps: QpCaps,
-    /// Receives through a shared receive queue.
+    /// Receives through a shared receive queue (the creator's SRQ is passed beside).
     pub(crate) has_srq: bool,
+    /// Receives through an XRC domain or an RSS indirection table.
+    pub(crate) other_receive: bool,
     /// Every send work request completes with a CQE (`IB_SIGNAL_ALL_WR`).
     pub(crate) sq_sig_all: bool,
     /// `IB_QP_CREATE_*`.
@@ -109,7 +111,8 @@ impl QpInit {
         Self {
             qp_type: QpType::from_raw(a.qp_type),
             caps: QpCaps::from_raw(&a.cap),
-            has_srq: !a.srq.is_null() || !a.xrcd.is_null() || !a.rwq_ind_tbl.is_null(),
+            has_srq: !a.srq.is_null(),
+            other_receive: !a.xrcd.is_null() || !a.rwq_ind_tbl.is_null(),
             sq_sig_all: a.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR,
             create_flags: a.create_flags,
         }

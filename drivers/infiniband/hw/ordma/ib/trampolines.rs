@@ -2,7 +2,7 @@
 
 //! Every `extern "C"` callback ib_core makes into a driver, and the ops table that names
 //! them: here the device's, the ports', the user contexts', mmap's and the PDs'; the CQs'
-//! and QPs' in `queues`, the MRs' in `mr`.
+//! and QPs' in `queues`, the SRQs' in `srq`, the MRs' in `mr`.
 //!
 //! Each trampoline turns its raw pointers into safe types once, calls the [`Driver`], and
 //! maps `Err(e)` to `e.to_errno()`; nothing else. Verbs no driver implements yet answer
@@ -10,6 +10,7 @@
 
 mod mr;
 mod queues;
+mod srq;
 
 use core::{
     mem::{align_of, size_of, MaybeUninit},
@@ -25,6 +26,7 @@ use super::{
     driver::{format_fw_version, port_desc, Caller, Driver, UserCaller},
     pd::IbPd,
     qp::IbQp,
+    srq::IbSrq,
     ucontext::{IbUcontext, Mapping, MmapEntry, UserContext},
     udata::Udata,
     umem::UserPages,
@@ -363,11 +365,13 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         alloc_ucontext: Some(alloc_ucontext::<T>),
         create_cq: Some(queues::create_cq::<T>),
         create_qp: Some(queues::create_qp::<T>),
+        create_srq: Some(srq::create_srq::<T>),
         dealloc_pd: Some(dealloc_pd::<T>),
         dealloc_ucontext: Some(dealloc_ucontext::<T>),
         dereg_mr: Some(mr::dereg_mr::<T>),
         destroy_cq: Some(queues::destroy_cq::<T>),
         destroy_qp: Some(queues::destroy_qp::<T>),
+        destroy_srq: Some(srq::destroy_srq::<T>),
         disassociate_ucontext: if T::HAS_DISASSOCIATE_UCONTEXT {
             Some(disassociate_ucontext::<T>)
         } else {
@@ -379,20 +383,24 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         mmap: Some(mmap::<T>),
         mmap_free: Some(mmap_free::<T>),
         modify_qp: Some(queues::modify_qp::<T>),
+        modify_srq: Some(srq::modify_srq::<T>),
         poll_cq: Some(queues::poll_cq),
         post_recv: Some(queues::post_recv),
         post_send: Some(queues::post_send),
+        post_srq_recv: Some(srq::post_srq_recv),
         query_device: Some(query_device::<T>),
         query_gid: Some(query_gid::<T>),
         query_pkey: Some(query_pkey::<T>),
         query_port: Some(query_port::<T>),
         query_qp: Some(queues::query_qp::<T>),
+        query_srq: Some(srq::query_srq::<T>),
         reg_user_mr: Some(mr::reg_user_mr::<T>),
         reg_user_mr_dmabuf: Some(mr::reg_user_mr_dmabuf::<T>),
         req_notify_cq: Some(queues::req_notify_cq),
         size_ib_cq: const { object_size::<IbCq<T>>() },
         size_ib_pd: const { object_size::<IbPd<T>>() },
         size_ib_qp: const { object_size::<IbQp<T>>() },
+        size_ib_srq: const { object_size::<IbSrq<T>>() },
         size_ib_ucontext: const { object_size::<IbUcontext<T>>() },
         ..Default::default()
     };

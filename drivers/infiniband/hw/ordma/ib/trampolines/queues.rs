@@ -7,7 +7,7 @@ use core::ptr::NonNull;
 
 use kernel::prelude::*;
 
-use super::{caller, data, init_in_place, ret, ucontext_data};
+use super::{caller, data, init_in_place, ret, srq::srq_data, ucontext_data};
 use crate::ib::{
     bindings as b,
     cq::{CqInit, IbCq},
@@ -130,8 +130,8 @@ pub(super) unsafe extern "C" fn destroy_cq<T: Driver>(
 /// # Safety
 ///
 /// See `query_device`; `qp` is a zeroed `IbQp<T>` with ib_core's fields set (device, PD),
-/// `init` the creator's request with live CQs of ours, `udata` the verb's (null for a
-/// kernel caller).
+/// `init` the creator's request with live CQs (and SRQ, if any) of ours, `udata` the
+/// verb's (null for a kernel caller).
 pub(super) unsafe extern "C" fn create_qp<T: Driver>(
     qp: *mut b::ib_qp,
     init: *mut b::ib_qp_init_attr,
@@ -141,16 +141,17 @@ pub(super) unsafe extern "C" fn create_qp<T: Driver>(
         return EINVAL.to_errno();
     };
     // SAFETY: ib_core set `qp`'s device (one of `T`'s registered devices) and PD, and
-    // passes a valid `init` whose CQs are live CQs of ours (it holds references on the PD
-    // and CQs for the call); `udata` is null or valid for the call, and then the calling
-    // process's context is one of ours.
-    let (ib, pd, send_cq, recv_cq, req, u, uctx) = unsafe {
+    // passes a valid `init` whose CQs are live CQs of ours and whose SRQ is null or a live
+    // SRQ of ours (it holds references on the PD, CQs and SRQ for the call); `udata` is
+    // null or valid for the call, and then the calling process's context is one of ours.
+    let (ib, pd, send_cq, recv_cq, srq, req, u, uctx) = unsafe {
         let pd = (*qp).pd;
         (
             NonNull::new((*qp).device),
             (!pd.is_null()).then(|| (*pd.cast::<IbPd<T>>()).data.assume_init_ref()),
             cq_data::<T>((*init).send_cq),
             cq_data::<T>((*init).recv_cq),
+            srq_data::<T>((*init).srq),
             QpInit::from_raw(&*init),
             Udata::from_raw(udata),
             ucontext_data::<T>(b::rust_ib_helper_udata_ucontext(udata)),
@@ -175,7 +176,7 @@ pub(super) unsafe extern "C" fn create_qp<T: Driver>(
         Ok(c) => unsafe {
             init_in_place(
                 &raw mut (*iqp).data,
-                d.create_qp(c, pd, send_cq, recv_cq, &req),
+                d.create_qp(c, pd, send_cq, recv_cq, srq, &req),
             )
         },
         Err(e) => Err(e),
