@@ -218,8 +218,10 @@ fn decoders_accept_any_bytes() {
         small.copy_from_slice(&sqe[..16]);
         let _ = hw::AdminCompletion::decode(&small);
         let _ = hw::Event::decode(&small);
+        // The words 1.2 defines (reserved ones zero).
         let mut attrs = [0u8; hw::DEVICE_ATTRS_SIZE];
-        attrs.copy_from_slice(&sqe);
+        attrs[..64].copy_from_slice(&sqe);
+        attrs[76..80].copy_from_slice(&sqe[..4]);
         assert_eq!(hw::DeviceAttrs::decode(&attrs).encode(), attrs);
         let mut port = [0u8; hw::PORT_ATTRS_SIZE];
         port.copy_from_slice(&sqe[..hw::PORT_ATTRS_SIZE]);

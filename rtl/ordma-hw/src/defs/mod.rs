@@ -50,7 +50,7 @@ pub const REG_AQ_SQ_DB: usize = 0x040;
 pub const REG_EQ_DB: usize = 0x044;
 
 /// The interface version this file describes, as `VERSION` reports it.
-pub const VERSION: u32 = (1 << 16) | 1;
+pub const VERSION: u32 = (1 << 16) | 2;
 
 /// The major part of a `VERSION` value; drivers refuse a major they do not know.
 pub const fn version_major(version: u32) -> u16 {
@@ -499,10 +499,17 @@ impl Event {
     }
 }
 
-/// Size of the [`DeviceAttrs`] response.
-pub const DEVICE_ATTRS_SIZE: usize = 64;
+/// Size of the [`DeviceAttrs`] response (1.2; 64 bytes in 1.1).
+pub const DEVICE_ATTRS_SIZE: usize = 96;
 
-/// The `CMD_QUERY_DEVICE` response (64 bytes, little-endian, offsets in the field docs).
+/// `atomic_cap`: the NIC does no atomics (`IB_ATOMIC_NONE`).
+pub const ATOMIC_CAP_NONE: u32 = 0;
+/// `atomic_cap`: atomics are atomic with respect to every other atomic on this NIC
+/// (`IB_ATOMIC_HCA`), not to the CPUs' accesses or another NIC's.
+pub const ATOMIC_CAP_HCA: u32 = 1;
+
+/// The `CMD_QUERY_DEVICE` response (96 bytes, little-endian, offsets in the field docs;
+/// @64..76 are the SRQ limits of the other half of 1.2, @80..96 reserved, zero).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DeviceAttrs {
     /// @0: firmware (model) version, `major << 32 | minor << 16 | patch`.
@@ -531,6 +538,8 @@ pub struct DeviceAttrs {
     pub vendor_part_id: u32,
     /// @60: hardware version.
     pub hw_ver: u32,
+    /// @76: `ATOMIC_CAP_*` (1.2).
+    pub atomic_cap: u32,
 }
 
 impl DeviceAttrs {
@@ -555,6 +564,7 @@ impl DeviceAttrs {
         for (i, w) in words.iter().enumerate() {
             put_le32(&mut b, 24 + 4 * i, *w);
         }
+        put_le32(&mut b, 76, self.atomic_cap);
         b
     }
 
@@ -575,6 +585,7 @@ impl DeviceAttrs {
             num_ports: w(7),
             vendor_part_id: w(8),
             hw_ver: w(9),
+            atomic_cap: get_le32(b, 76).unwrap_or(0),
         }
     }
 }

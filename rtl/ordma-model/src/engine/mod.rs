@@ -155,6 +155,7 @@ impl NicConfig {
                 num_ports: 1,
                 vendor_part_id: u32::from(hw::PCI_DEVICE_ID),
                 hw_ver: 1,
+                atomic_cap: hw::ATOMIC_CAP_HCA,
             },
             lid: 1,
             link_up: true,
