@@ -19,7 +19,8 @@
 //! - [`doorbell`]: the doorbell pages in BAR2 and their ownership rule;
 //! - the RC engine, by role as soft-RoCE's: [`packet`] (the IB transport headers),
 //!   [`requester`] (SQ WQEs to request packets), [`responder`] (requests to receive
-//!   completions, memory writes, read data, ACK/NAK), [`completer`] (answers to send CQEs,
+//!   completions, memory writes, read data, ACK/NAK), [`atomic`] (the responder's atomics
+//!   and their replay), [`completer`] (answers to send CQEs,
 //!   RNR retries, errors and the flush in `ERR`, the timers of [`Nic::tick`]);
 //! - the wire between NICs: [`wire`] (RoCEv2 frames: Ethernet, IPv4, UDP, the IB
 //!   transport headers, ICRC), [`remote`] (frames in, the responder's side of it),
@@ -32,6 +33,7 @@
 //! [`crate::device`]) holds it in a lock.
 
 pub mod admin;
+pub mod atomic;
 pub mod completer;
 pub mod counters;
 pub mod cq;
@@ -192,6 +194,9 @@ pub struct Nic {
     doorbells: u64,
     /// Events written into the event queue since reset.
     events_posted: u64,
+    /// Atomics the responder executed, and duplicates it answered again from its replay
+    /// cache, since the model started.
+    atomics: [u64; 2],
     /// 32-bit writes per doorbell page since the model started.
     db_page_writes: [u64; hw::DB_PAGES as usize],
     /// PCI COMMAND.BME: the NIC may DMA (and send MSI-X) only while it is set.
@@ -241,6 +246,8 @@ pub struct NicStatus {
     /// PDs, MRs, CQs and QPs destroyed by a command since the model started (a reset frees
     /// without counting).
     pub destroyed: [u64; 4],
+    /// Atomics executed, and duplicate atomics answered again, since the model started.
+    pub atomics: [u64; 2],
     /// Queue doorbells accepted since reset.
     pub doorbells: u64,
     /// Admin commands completed since reset.
@@ -263,7 +270,7 @@ impl fmt::Display for NicStatus {
             "link={} enabled={} fatal={} error={} bme={} pds={} mrs={} cqs={} qps={} \
              pds_created={} mrs_created={} cqs_created={} qps_created={} \
              pds_destroyed={} mrs_destroyed={} cqs_destroyed={} qps_destroyed={} \
-             doorbells={} commands={} events={} events_unread={} admin_pending={} {}",
+             atomics={} atomics_replayed={} doorbells={} commands={} events={} events_unread={} admin_pending={} {}",
             if self.link_up { "up" } else { "down" },
             u8::from(self.enabled),
             u8::from(self.fatal),
@@ -281,6 +288,8 @@ impl fmt::Display for NicStatus {
             self.destroyed[1],
             self.destroyed[2],
             self.destroyed[3],
+            self.atomics[0],
+            self.atomics[1],
             self.doorbells,
             self.commands,
             self.events,
@@ -329,6 +338,13 @@ impl Dma for Gate<'_> {
         }
         self.mem.dma_copy(src, dst, len)
     }
+
+    fn dma_atomic64(&self, addr: u64, op: crate::mem::Atomic64) -> Result<u64, DmaError> {
+        if !self.open {
+            return Err(DmaError { addr, len: 8 });
+        }
+        self.mem.dma_atomic64(addr, op)
+    }
 }
 
 impl Nic {
@@ -355,6 +371,7 @@ impl Nic {
             ),
             doorbells: 0,
             events_posted: 0,
+            atomics: [0; 2],
             db_page_writes: [0; hw::DB_PAGES as usize],
             bus_master: false,
             deferred_events: VecDeque::new(),
@@ -425,6 +442,7 @@ impl Nic {
                 self.cqs.counts().1,
                 self.qps.counts().1,
             ],
+            atomics: self.atomics,
             doorbells: self.doorbells,
             commands: self.commands_completed,
             events: self.events_posted,
@@ -448,6 +466,7 @@ impl Nic {
         fresh.counters = self.counters;
         fresh.mr_gen = self.mr_gen;
         fresh.db_page_writes = self.db_page_writes;
+        fresh.atomics = self.atomics;
         fresh.pds.keep_counts(&self.pds);
         fresh.mrs.keep_counts(&self.mrs);
         fresh.cqs.keep_counts(&self.cqs);
