@@ -51,39 +51,6 @@ fn result(r: &Rig, k: u64) -> u64 {
     u64::from_le_bytes(r.read(RESULT_VA + 8 * k, 8).try_into().unwrap())
 }
 
-/// Writes an atomic WQE on `which` QP's SQ (no doorbell); its index.
-#[allow(clippy::too_many_arguments)]
-fn put_atomic(
-    r: &mut Rig,
-    which: char,
-    opcode: u8,
-    flags: u8,
-    va: u64,
-    rkey: u32,
-    seg: hw::AtomicSeg,
-    sges: &[hw::Sge],
-) -> u16 {
-    let q = if which == 'a' { &mut r.a } else { &mut r.b };
-    let w = hw::SendWqe {
-        opcode,
-        flags,
-        num_sge: sges.len() as u8,
-        remote_addr: va,
-        rkey,
-        ..Default::default()
-    };
-    let mut b = vec![0u8; 1 << SQ_WQE_LOG];
-    assert!(w.encode_into(&mut b) && seg.encode_into(&mut b));
-    for (i, s) in sges.iter().enumerate() {
-        assert!(s.encode_into(&mut b, hw::SendWqe::atomic_sge_offset(i)));
-    }
-    let slot = u64::from(q.sq_pi % (1 << SQ_LOG));
-    let idx = q.sq_pi;
-    r.mem.dma_write(q.sq + (slot << SQ_WQE_LOG), &b).unwrap();
-    q.sq_pi = q.sq_pi.wrapping_add(1);
-    idx
-}
-
 fn fadd(add: u64) -> hw::AtomicSeg {
     hw::AtomicSeg {
         compare_add: add,
@@ -104,7 +71,7 @@ fn post_fadd(r: &mut Rig, which: char, va: u64, rkey: u32, add: u64, k: u64) -> 
     let big = r.big;
     let s = [sge(RESULT_VA + 8 * k, 8, big)];
     let op = hw::WR_ATOMIC_FETCH_AND_ADD;
-    put_atomic(r, which, op, SIGNALED, va, rkey, fadd(add), &s)
+    r.put_atomic(which, op, SIGNALED, va, rkey, fadd(add), &s)
 }
 
 fn with_atomics(a: &mut hw::QpAttr) {
@@ -163,9 +130,9 @@ fn compare_swap_and_fetch_add() {
         let op = hw::WR_ATOMIC_CMP_AND_SWP;
         // Not equal: unchanged, the old value back; equal: swapped; then a fetch and add
         // that wraps.
-        put_atomic(req, 'a', op, SIGNALED, va, key, cas(5, 6), &s(0));
+        req.put_atomic('a', op, SIGNALED, va, key, cas(5, 6), &s(0));
         let hit = cas(0x1111_2222_3333_4444, 0xffff_ffff_ffff_fff0);
-        put_atomic(req, 'a', op, SIGNALED, va, key, hit, &s(1));
+        req.put_atomic('a', op, SIGNALED, va, key, hit, &s(1));
         post_fadd(req, 'a', va, key, 0x20, 2);
         req.ring_sq('a');
         p.settle(10);
@@ -475,7 +442,7 @@ fn local_errors() {
         let big = p.r[0].big;
         let s = [sge(RESULT_VA + 100, 4, big), sge(RESULT_VA + 200, 4, big)];
         let op = hw::WR_ATOMIC_FETCH_AND_ADD;
-        put_atomic(&mut p.r[0], 'a', op, SIGNALED, ATOM_VA, key, fadd(1), &s);
+        p.r[0].put_atomic('a', op, SIGNALED, ATOM_VA, key, fadd(1), &s);
         p.r[0].ring_sq('a');
         p.settle(10);
         ok_cqe(p.r[0].cqe('s'), 0, hw::WC_FETCH_ADD);
