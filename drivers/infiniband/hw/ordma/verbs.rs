@@ -83,6 +83,12 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
                 .min(hw::MAX_QUEUE_NUM + 1),
             max_qp_rd_atom: hw::QP_MAX_RD_ATOMIC.into(),
             max_qp_init_rd_atom: hw::QP_MAX_RD_ATOMIC.into(),
+            // What the NIC says (`atomic_cap`, 1.2): any other value, none.
+            atomic_cap: if a.atomic_cap == hw::ATOMIC_CAP_HCA {
+                ib::AtomicCap::Hca
+            } else {
+                ib::AtomicCap::None
+            },
         })
     }
 

@@ -27,8 +27,8 @@ mod umem;
 pub(crate) use cq::CqInit;
 pub(crate) use device::Registration;
 pub(crate) use driver::{
-    Caller, CqObject, DeviceAttr, Driver, MrObject, NodeType, PortAttr, PortDesc, PortProtocol,
-    QpObject,
+    AtomicCap, Caller, CqObject, DeviceAttr, Driver, MrObject, NodeType, PortAttr, PortDesc,
+    PortProtocol, QpObject,
 };
 pub(crate) use event::{EventSink, QpEvent};
 pub(crate) use mr::MrKeys;
