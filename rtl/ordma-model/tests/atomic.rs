@@ -411,11 +411,14 @@ fn remote_errors() {
     }
 }
 
+/// A change to a WQE's bytes.
+type Edit = fn(&mut Vec<u8>);
+
 #[test]
 fn local_errors() {
     /// The first SGE's length field in an atomic WQE.
     const SGE_LEN: usize = hw::SendWqe::atomic_sge_offset(0) + 8;
-    let cases: [(&str, fn(&mut Vec<u8>), u8); 5] = [
+    let cases: [(&str, Edit, u8); 5] = [
         ("4 bytes", |b| b[SGE_LEN] = 4, hw::WC_LOC_LEN_ERR),
         ("16 bytes", |b| b[SGE_LEN] = 16, hw::WC_LOC_LEN_ERR),
         ("bad lkey", |b| b[SGE_LEN + 4] ^= 0x80, hw::WC_LOC_PROT_ERR),
