@@ -1,13 +1,21 @@
-//! Compiles the test program's C part (`verbs_data.c`, `mr_checks.c`, `ownership.c`) and links libibverbs.
+//! Compiles the test program's C part (`verbs_data.c`, `mr_checks.c`, `ownership.c`,
+//! `atomics.c`) and links libibverbs.
 
 fn main() {
-    for f in ["verbs_data.c", "verbs_data.h", "mr_checks.c", "ownership.c"] {
+    for f in [
+        "verbs_data.c",
+        "verbs_data.h",
+        "mr_checks.c",
+        "ownership.c",
+        "atomics.c",
+    ] {
         println!("cargo:rerun-if-changed={f}");
     }
     cc::Build::new()
         .file("verbs_data.c")
         .file("mr_checks.c")
         .file("ownership.c")
+        .file("atomics.c")
         .flag("-std=gnu11")
         .warnings(true)
         .extra_warnings(true)

@@ -26,6 +26,8 @@
  *   shared, levels  MRs under the data path: see mr_checks.c
  *   stale, drain    what the NIC touches after a deregistration, and when SQD is drained:
  *              see ownership.c (drain between two NICs: it takes --dev2's link down)
+ *   atomics    compare and swap, fetch and add, threads counting on one word, the errors:
+ *              see atomics.c
  * Prints a line per check; exits 0 only when all held.
  */
 #define _GNU_SOURCE
@@ -667,7 +669,7 @@ int verbs_data_main(int argc, char **argv)
 	}
 	if (i >= argc) {
 		fprintf(stderr, "usage: %s [--dev A] [--dev2 B] [--mem 4k|huge:PATH|dmabuf] "
-				"transfers|errors|rnr|events|many|shared|levels|stale|drain...\n", argv[0]);
+				"transfers|errors|rnr|events|many|shared|levels|stale|drain|atomics...\n", argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -691,6 +693,8 @@ int verbs_data_main(int argc, char **argv)
 			check_stale();
 		else if (!strcmp(argv[i], "drain"))
 			check_drain();
+		else if (!strcmp(argv[i], "atomics"))
+			check_atomics();
 		else {
 			fprintf(stderr, "unknown check %s\n", argv[i]);
 			return 2;

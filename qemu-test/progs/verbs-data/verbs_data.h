@@ -61,5 +61,6 @@ void check_shared(void);
 void check_levels(void);
 void check_stale(void);
 void check_drain(void);
+void check_atomics(void);
 
 #endif
