@@ -1,8 +1,8 @@
 //! The `frame` target: datagrams from the wire, into NIC 2 (LID 2), whose QP B is
 //! connected to QP A of NIC 1 (LID 1, played by the input) with a 256-byte path MTU. At the
-//! start B has four receive WQEs posted and a WRITE, a READ and a SEND in flight (their
-//! frames go to a wire that checks every frame the NIC sends decodes), so the input's
-//! requests, ACKs and READ responses all find state to act on.
+//! start B has four receive WQEs posted and a WRITE, a READ, a SEND and a fetch and add in
+//! flight (their frames go to a wire that checks every frame the NIC sends decodes), so the
+//! input's requests, ACKs, READ responses and atomic acknowledges all find state to act on.
 //!
 //! Operations (the first byte modulo [`OPS`]):
 //!
@@ -13,7 +13,7 @@
 //! | 2 | u8 n, n chunks | n wrapped frames in one batch datagram, received |
 //! | 3 | u8 | the timers: now (bit 0 clear) or an hour later |
 //! | 4 | | one more receive WQE on B |
-//! | 5 | u8 | one more WRITE, READ or SEND on B (modulo 3) |
+//! | 5 | u8 | one more WRITE, READ, SEND or fetch and add on B (modulo 4) |
 //! | 6 | | both CQs polled empty |
 //!
 //! Every chunk is also run through the pure decoders ([`check_decoders`]); the NIC's writes
@@ -46,6 +46,9 @@ pub const OP_RECV: u8 = 4;
 pub const OP_REQUEST: u8 = 5;
 /// Operation: poll both CQs.
 pub const OP_POLL: u8 = 6;
+
+/// The value of the word at B's `SMALL_VA + 0x3f00` at the start.
+pub const ATOMIC_WORD: u64 = 0x0807_0605_0403_0201;
 
 /// IB's path MTU code for 256 bytes (`IB_MTU_256`): multi-packet messages from 600 bytes.
 pub const MTU_256: u8 = 1;
@@ -138,10 +141,12 @@ pub fn nic(wire: Box<dyn Wire>) -> Rig {
         at.path_mtu = MTU_256;
     });
     r.fill(SMALL_VA, &crate::common::rig::bytes(2, 0x4000));
+    // The word NIC 1's atomics work on.
+    r.fill(SMALL_VA + 0x3f00, &ATOMIC_WORD.to_le_bytes());
     for _ in 0..4 {
         recv(&mut r);
     }
-    for which in 0..3 {
+    for which in 0..4 {
         request(&mut r, which);
     }
     r
@@ -155,8 +160,22 @@ fn recv(r: &mut Rig) {
 }
 
 /// Posts a WRITE (0), a READ (1) or a SEND (2) of 600 bytes on B, signaled, towards NIC 1's
-/// big MR (its key is this NIC's: the rigs are built alike).
+/// big MR (its key is this NIC's: the rigs are built alike), or a fetch and add (3) on a
+/// word of NIC 1's small MR.
 fn request(r: &mut Rig, which: u8) {
+    if which == 3 {
+        let (small, big) = (r.small, r.big);
+        let seg = hw::AtomicSeg {
+            compare_add: 3,
+            swap: 0,
+        };
+        let local = [sge(BIG_VA + 0x7000, 8, big)];
+        let op = hw::WR_ATOMIC_FETCH_AND_ADD;
+        let flags = hw::WQE_FLAG_SIGNALED;
+        r.put_atomic('b', op, flags, SMALL_VA + 0x3f08, small, seg, &local);
+        r.ring_sq('b');
+        return;
+    }
     let (opcode, va) = match which {
         0 => (hw::WR_RDMA_WRITE, BIG_VA),
         1 => (hw::WR_RDMA_READ, BIG_VA + 0x1000),
@@ -214,7 +233,7 @@ fn exec(data: &[u8]) -> Rig {
             }
             OP_RECV => recv(&mut rig),
             OP_REQUEST => {
-                let which = r.u8() % 3;
+                let which = r.u8() % 4;
                 request(&mut rig, which);
             }
             _ => {
@@ -236,9 +255,9 @@ mod tests {
     use super::*;
     use crate::script::Writer;
 
-    /// NIC 1's side of the seeds' conversation, replayed, completes B's WRITE, READ and
-    /// SEND and delivers A's SEND, SEND with immediate and WRITE with immediate: the
-    /// wrapped frames reach the responder and the completer.
+    /// NIC 1's side of the seeds' conversation, replayed, completes B's WRITE, READ, SEND
+    /// and fetch and add and delivers A's SEND, SEND with immediate, WRITE with immediate
+    /// and atomics: the wrapped frames reach the responder and the completer.
     #[test]
     fn the_conversation_completes() {
         let mut s = Writer::new();
@@ -257,7 +276,8 @@ mod tests {
             [
                 (ok, hw::WC_RDMA_WRITE),
                 (ok, hw::WC_RDMA_READ),
-                (ok, hw::WC_SEND)
+                (ok, hw::WC_SEND),
+                (ok, hw::WC_FETCH_ADD),
             ]
         );
         assert_eq!(
@@ -268,5 +288,13 @@ mod tests {
                 (ok, hw::WC_RECV_RDMA_IMM)
             ]
         );
+        // NIC 1's compare and swap and fetch and add on B's word: executed once each.
+        let word = u64::from_le_bytes(
+            rig.read(SMALL_VA + 0x3f00, 8)
+                .try_into()
+                .unwrap_or_default(),
+        );
+        assert_eq!(word, ATOMIC_WORD + 0x10);
+        assert_eq!(rig.nic.status_snapshot().atomics, [2, 0]);
     }
 }

@@ -4,7 +4,7 @@
 //! the WQE rings, which it only reads (`hardware.md`: the NIC touches only memory it owns).
 //! A write there panics: a crash the fuzzer reports.
 
-use ordma_model::mem::{Dma, DmaError, GuestMemoryMmap};
+use ordma_model::mem::{Atomic64, Dma, DmaError, GuestMemoryMmap};
 
 use crate::common::rig::{PT, PT_LEN, RINGS};
 use crate::common::{LEN, SQ};
@@ -47,6 +47,11 @@ impl Dma for Guard<'_> {
     fn dma_copy(&self, src: u64, dst: u64, len: usize) -> Result<(), DmaError> {
         check(dst, len);
         self.0.dma_copy(src, dst, len)
+    }
+
+    fn dma_atomic64(&self, addr: u64, op: Atomic64) -> Result<u64, DmaError> {
+        check(addr, 8);
+        self.0.dma_atomic64(addr, op)
     }
 }
 

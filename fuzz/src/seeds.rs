@@ -141,6 +141,36 @@ fn wqe_seeds() -> Vec<(String, Vec<u8>)> {
     s.u8(w::OP_TICK).u8(1);
     s.u8(w::OP_POLL);
     out.push(("rnr".into(), s.finish()));
+    // Atomics from A to B's small MR: a compare and swap, a fetch and add, one misaligned.
+    let mut s = Writer::new();
+    let seg = hw::AtomicSeg {
+        compare_add: 0,
+        swap: 5,
+    };
+    let ops = [
+        (hw::WR_ATOMIC_CMP_AND_SWP, seg, SMALL_VA + 0x100),
+        (
+            hw::WR_ATOMIC_FETCH_AND_ADD,
+            hw::AtomicSeg { swap: 0, ..seg },
+            SMALL_VA + 0x100,
+        ),
+        (
+            hw::WR_ATOMIC_FETCH_AND_ADD,
+            hw::AtomicSeg { swap: 0, ..seg },
+            SMALL_VA + 0x104,
+        ),
+    ];
+    for (k, (op, seg, va)) in ops.into_iter().enumerate() {
+        let mut at = wqe(op, signaled, 1);
+        (at.remote_addr, at.rkey) = (va, small);
+        let mut b = vec![0u8; hw::SendWqe::atomic_sge_offset(1)];
+        at.encode_into(&mut b);
+        seg.encode_into(&mut b);
+        sge(BIG_VA + 8 * k as u64, 8, big).encode_into(&mut b, hw::SendWqe::atomic_sge_offset(0));
+        s.u8(w::OP_SEND).u8(1).chunk(&b);
+    }
+    s.u8(w::OP_POLL);
+    out.push(("atomics".into(), s.finish()));
     // Doorbells: a CQ arm, SQ and RQ doorbells of the QPs and of a QP that does not exist.
     let mut s = Writer::new();
     let page = rig::PAGE * hw::DB_PAGE_SIZE as u32;
@@ -212,8 +242,9 @@ impl Wire for QueueWire {
 }
 
 /// NIC 1 (QP A) talking to the `frame` target's NIC 2 (QP B): A sends a SEND of three
-/// packets, a SEND with immediate, a WRITE, a WRITE with immediate and a READ; B's own
-/// WRITE, READ and SEND (the target's start) are answered. The frames NIC 2 received, in
+/// packets, a SEND with immediate, a WRITE, a WRITE with immediate, a READ, a compare and
+/// swap and a fetch and add; B's own WRITE, READ, SEND and fetch and add (the target's
+/// start) are answered. The frames NIC 2 received, in
 /// order.
 pub fn conversation() -> Vec<Vec<u8>> {
     let q = Queue::default();
@@ -248,6 +279,36 @@ pub fn conversation() -> Vec<Vec<u8>> {
     let mut rd = wqe(hw::WR_RDMA_READ, signaled, 1);
     (rd.remote_addr, rd.rkey) = (SMALL_VA + 0x2000, small);
     n1.send('a', rd, &[sge(BIG_VA + 0x6000, 600, big)], &[]);
+    let word = SMALL_VA + 0x3f00;
+    let swap = hw::AtomicSeg {
+        compare_add: frame::ATOMIC_WORD,
+        swap: frame::ATOMIC_WORD + 8,
+    };
+    let op = hw::WR_ATOMIC_CMP_AND_SWP;
+    n1.put_atomic(
+        'a',
+        op,
+        signaled,
+        word,
+        small,
+        swap,
+        &[sge(BIG_VA + 0x7000, 8, big)],
+    );
+    let add = hw::AtomicSeg {
+        compare_add: 8,
+        swap: 0,
+    };
+    let op = hw::WR_ATOMIC_FETCH_AND_ADD;
+    n1.put_atomic(
+        'a',
+        op,
+        signaled,
+        word,
+        small,
+        add,
+        &[sge(BIG_VA + 0x7008, 8, big)],
+    );
+    n1.ring_sq('a');
     let mut got = Vec::new();
     let mut ticks = 0;
     loop {

@@ -10,9 +10,10 @@ use core::ptr::NonNull;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use ordma_hw::{
-    db_value, RecvWqe, SendWqe, Sge, DB_RQ, DB_SQ, RQ_WQE_BASE, SQ_WQE_BASE, WQE_FLAG_FENCE,
-    WQE_FLAG_INLINE, WQE_FLAG_SIGNALED, WQE_FLAG_SOLICITED, WQE_SGE_SIZE, WR_RDMA_READ,
-    WR_RDMA_WRITE, WR_RDMA_WRITE_IMM, WR_SEND, WR_SEND_IMM,
+    db_value, is_atomic, AtomicSeg, RecvWqe, SendWqe, Sge, DB_RQ, DB_SQ, RQ_WQE_BASE, SQ_WQE_BASE,
+    WQE_FLAG_FENCE, WQE_FLAG_INLINE, WQE_FLAG_SIGNALED, WQE_FLAG_SOLICITED, WQE_SGE_SIZE,
+    WR_ATOMIC_CMP_AND_SWP, WR_ATOMIC_FETCH_AND_ADD, WR_RDMA_READ, WR_RDMA_WRITE, WR_RDMA_WRITE_IMM,
+    WR_SEND, WR_SEND_IMM,
 };
 
 use crate::barrier::udma_to_device_barrier;
@@ -172,7 +173,7 @@ const SEND_FLAGS: u32 = sys::ibv_send_flags_IBV_SEND_FENCE
     | sys::ibv_send_flags_IBV_SEND_INLINE;
 
 /// The WQE opcode for a WR opcode (the values are libibverbs' own); `EINVAL` for the
-/// others (atomics, local invalidate, bind, send with invalidate, TSO, ...).
+/// others (masked atomics, local invalidate, bind, send with invalidate, TSO, ...).
 fn wr_opcode(op: sys::ibv_wr_opcode) -> Result<u8, c_int> {
     Ok(match op {
         sys::ibv_wr_opcode_IBV_WR_RDMA_WRITE => WR_RDMA_WRITE,
@@ -180,6 +181,8 @@ fn wr_opcode(op: sys::ibv_wr_opcode) -> Result<u8, c_int> {
         sys::ibv_wr_opcode_IBV_WR_SEND => WR_SEND,
         sys::ibv_wr_opcode_IBV_WR_SEND_WITH_IMM => WR_SEND_IMM,
         sys::ibv_wr_opcode_IBV_WR_RDMA_READ => WR_RDMA_READ,
+        sys::ibv_wr_opcode_IBV_WR_ATOMIC_CMP_AND_SWP => WR_ATOMIC_CMP_AND_SWP,
+        sys::ibv_wr_opcode_IBV_WR_ATOMIC_FETCH_AND_ADD => WR_ATOMIC_FETCH_AND_ADD,
         _ => return Err(libc::EINVAL),
     })
 }
@@ -190,14 +193,22 @@ fn total_len(sges: &[sys::ibv_sge]) -> Option<u64> {
         .try_fold(0u64, |t, s| t.checked_add(u64::from(s.length)))
 }
 
+/// A send WR as the NIC reads it: the WQE header and, for an atomic, its atomic segment.
+pub(crate) struct SendHeader {
+    pub(crate) wqe: SendWqe,
+    pub(crate) atomic: Option<AtomicSeg>,
+}
+
 /// Checks a send WR against the QP's capabilities and makes its WQE header: `EINVAL` for
 /// an opcode or flag the NIC does not have, more SGEs than `max_send_sge`, inline data on
-/// a READ or longer than `max_inline`.
+/// a READ or an atomic or longer than `max_inline`. An atomic's remote address and its
+/// SGEs' length are the NIC's to check (error completions: `REM_INV_REQ_ERR` for an
+/// unaligned address, `LOC_LEN_ERR` for other than 8 bytes), as on mlx5.
 pub(crate) fn send_header(
     wr: &sys::ibv_send_wr,
     sges: &[sys::ibv_sge],
     caps: &QpCaps,
-) -> Result<SendWqe, c_int> {
+) -> Result<SendHeader, c_int> {
     let opcode = wr_opcode(wr.opcode)?;
     let f = wr.send_flags;
     if f & !SEND_FLAGS != 0 || sges.len() > caps.max_send_sge as usize {
@@ -215,7 +226,7 @@ pub(crate) fn send_header(
     }
     let (num_sge, inline_len) = if f & sys::ibv_send_flags_IBV_SEND_INLINE != 0 {
         let len = total_len(sges).ok_or(libc::EINVAL)?;
-        if opcode == WR_RDMA_READ || len > u64::from(caps.max_inline) {
+        if opcode == WR_RDMA_READ || is_atomic(opcode) || len > u64::from(caps.max_inline) {
             return Err(libc::EINVAL);
         }
         flags |= WQE_FLAG_INLINE;
@@ -231,23 +242,40 @@ pub(crate) fn send_header(
     } else {
         0
     };
+    let mut atomic = None;
     let (remote_addr, rkey) = if matches!(opcode, WR_RDMA_WRITE | WR_RDMA_WRITE_IMM | WR_RDMA_READ)
     {
-        // SAFETY: every member of the union starts with plain integers; `rdma` is the
-        // one these opcodes use.
+        // SAFETY: every member of the union is plain integers; `rdma` is the one these
+        // opcodes use.
         let r = unsafe { wr.wr.rdma };
         (r.remote_addr, r.rkey)
+    } else if is_atomic(opcode) {
+        // SAFETY: as above; `atomic` is the one atomics use.
+        let a = unsafe { wr.wr.atomic };
+        atomic = Some(AtomicSeg {
+            compare_add: a.compare_add,
+            // A fetch and add has no swap value: zero, as the NIC wants it.
+            swap: if opcode == WR_ATOMIC_CMP_AND_SWP {
+                a.swap
+            } else {
+                0
+            },
+        });
+        (a.remote_addr, a.rkey)
     } else {
         (0, 0)
     };
-    Ok(SendWqe {
-        opcode,
-        flags,
-        num_sge,
-        imm,
-        inline_len,
-        remote_addr,
-        rkey,
+    Ok(SendHeader {
+        wqe: SendWqe {
+            opcode,
+            flags,
+            num_sge,
+            imm,
+            inline_len,
+            remote_addr,
+            rkey,
+        },
+        atomic,
     })
 }
 
@@ -262,19 +290,31 @@ pub(crate) fn put_sge(wqe: &mut [u8], off: usize, s: &sys::ibv_sge) -> Result<()
 }
 
 /// Encodes a send WQE into `wqe` (one ring slot): the header, then the SGEs or the inline
-/// bytes. `EINVAL` if they do not fit the slot (the capabilities keep them in).
+/// bytes; an atomic's segment, then its SGEs. `EINVAL` if they do not fit the slot (the
+/// capabilities keep them in, but for an atomic's SGEs: one fewer than `max_send_sge`
+/// fits behind its segment, at least one).
 pub(crate) fn encode_send(
     wqe: &mut [u8],
-    hdr: &SendWqe,
+    hdr: &SendHeader,
     payload: &Payload<'_>,
 ) -> Result<(), c_int> {
-    if !hdr.encode_into(wqe) {
+    if !hdr.wqe.encode_into(wqe) {
         return Err(libc::EINVAL);
+    }
+    if let Some(a) = &hdr.atomic {
+        if !a.encode_into(wqe) {
+            return Err(libc::EINVAL);
+        }
     }
     match payload {
         Payload::Sges(sges) => {
             for (i, s) in sges.iter().enumerate() {
-                put_sge(wqe, SendWqe::sge_offset(i), s)?;
+                let off = if hdr.atomic.is_some() {
+                    SendWqe::atomic_sge_offset(i)
+                } else {
+                    SendWqe::sge_offset(i)
+                };
+                put_sge(wqe, off, s)?;
             }
         }
         Payload::Inline(bufs) => {
@@ -354,7 +394,7 @@ unsafe fn post_one_send(
     }
     let hdr = send_header(wr, sges, caps)?;
     let mut bufs: [&[u8]; MAX_WQE_SGES] = [&[]; MAX_WQE_SGES];
-    let payload = if hdr.flags & WQE_FLAG_INLINE != 0 {
+    let payload = if hdr.wqe.flags & WQE_FLAG_INLINE != 0 {
         for (b, s) in bufs.iter_mut().zip(sges) {
             if s.length > 0 {
                 if s.addr == 0 {

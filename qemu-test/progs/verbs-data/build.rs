@@ -1,5 +1,5 @@
 //! Compiles the test program's C part (`verbs_data.c`, `mr_checks.c`, `ownership.c`,
-//! `quirks.c`, `srq_checks.c`) and links libibverbs.
+//! `quirks.c`, `srq_checks.c`, `atomics.c`) and links libibverbs.
 
 fn main() {
     for f in [
@@ -9,6 +9,7 @@ fn main() {
         "ownership.c",
         "quirks.c",
         "srq_checks.c",
+        "atomics.c",
     ] {
         println!("cargo:rerun-if-changed={f}");
     }
@@ -18,6 +19,7 @@ fn main() {
         .file("ownership.c")
         .file("quirks.c")
         .file("srq_checks.c")
+        .file("atomics.c")
         .flag("-std=gnu11")
         .warnings(true)
         .extra_warnings(true)

@@ -28,6 +28,8 @@
  *              see ownership.c (drain between two NICs: it takes --dev2's link down)
  *   quirks     what UCX and NCCL do that plain tests do not: see quirks.c
  *   srq, srq-events, srq-errnos, srq-hold  shared receive queues: see srq_checks.c
+ *   atomics    compare and swap, fetch and add, threads counting on one word, the errors:
+ *              see atomics.c
  * Prints a line per check; exits 0 only when all held.
  */
 #define _GNU_SOURCE
@@ -670,7 +672,7 @@ int verbs_data_main(int argc, char **argv)
 	if (i >= argc) {
 		fprintf(stderr, "usage: %s [--dev A] [--dev2 B] [--mem 4k|huge:PATH|dmabuf] "
 				"transfers|errors|rnr|events|many|shared|levels|stale|drain|quirks|"
-				"srq|srq-events|srq-errnos|srq-hold...\n", argv[0]);
+				"srq|srq-events|srq-errnos|srq-hold|atomics...\n", argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -704,6 +706,8 @@ int verbs_data_main(int argc, char **argv)
 			check_srq_errnos();
 		else if (!strcmp(argv[i], "srq-hold"))
 			check_srq_hold();
+		else if (!strcmp(argv[i], "atomics"))
+			check_atomics();
 		else {
 			fprintf(stderr, "unknown check %s\n", argv[i]);
 			return 2;

@@ -66,5 +66,6 @@ void check_srq(void);
 void check_srq_events(void);
 void check_srq_errnos(void);
 void check_srq_hold(void);
+void check_atomics(void);
 
 #endif

@@ -5,11 +5,7 @@ use ordma_hw::*;
 #[test]
 fn version_fields_split_major_and_minor() {
     assert_eq!(version_major(VERSION), 1);
-    assert_eq!(
-        version_minor(VERSION),
-        2,
-        "1.2: SRQs (and atomics) on 1.1's MRs, CQs, QPs, doorbell pages"
-    );
+    assert_eq!(version_minor(VERSION), 2, "1.2: SRQs, atomics, UC");
     assert_eq!(version_major(0x0003_0007), 3);
     assert_eq!(version_minor(0x0003_0007), 7);
     assert_eq!(version_major(u32::MAX), 0xffff);
@@ -85,9 +81,10 @@ fn device_attrs_round_trip() {
         max_srq: 11,
         max_srq_wr: 12,
         max_srq_sge: 13,
+        atomic_cap: ATOMIC_CAP_HCA,
     };
     let b = a.encode();
-    assert_eq!(b.len(), 96);
+    assert_eq!(b.len(), 96, "1.2's attributes are 96 bytes");
     assert_eq!(DeviceAttrs::decode(&b), a);
     assert_eq!(get_le32(&b, 60), Some(10), "hw_ver @60");
     assert_eq!(
@@ -95,7 +92,8 @@ fn device_attrs_round_trip() {
         (Some(11), Some(12), Some(13)),
         "max_srq @64, max_srq_wr @68, max_srq_sge @72"
     );
-    assert!(b[76..].iter().all(|&x| x == 0), "@76..96 reserved here");
+    assert_eq!(get_le32(&b, 76), Some(1), "atomic_cap @76: IB_ATOMIC_HCA");
+    assert!(b[80..].iter().all(|&x| x == 0), "@80..96 reserved, zero");
 }
 
 #[test]
@@ -599,6 +597,56 @@ fn send_wqe_round_trips_and_refuses_reserved_bytes() {
         !sge.encode_into(&mut b, SendWqe::sge_offset(2)),
         "past the end"
     );
+}
+
+#[test]
+fn atomic_segment_sits_between_the_remote_address_and_the_sges() {
+    assert_eq!(
+        (WR_ATOMIC_CMP_AND_SWP, WR_ATOMIC_FETCH_AND_ADD),
+        (5, 6),
+        "enum ibv_wr_opcode's values"
+    );
+    assert_eq!(
+        (WC_COMP_SWAP, WC_FETCH_ADD),
+        (3, 4),
+        "enum ibv_wc_opcode's values"
+    );
+    assert!(is_atomic(5) && is_atomic(6) && !is_atomic(WR_RDMA_READ) && !is_atomic(7));
+    let w = SendWqe {
+        opcode: WR_ATOMIC_CMP_AND_SWP,
+        flags: WQE_FLAG_SIGNALED,
+        num_sge: 1,
+        remote_addr: 0x7000_0008,
+        rkey: 0x1_01,
+        ..Default::default()
+    };
+    let a = AtomicSeg {
+        compare_add: 0x0102_0304_0506_0708,
+        swap: 0x1112_1314_1516_1718,
+    };
+    let sge = Sge {
+        addr: 0x4000,
+        length: ATOMIC_SIZE,
+        lkey: 0x2_02,
+    };
+    let mut b = [0u8; 64];
+    assert!(w.encode_into(&mut b) && a.encode_into(&mut b));
+    assert!(sge.encode_into(&mut b, SendWqe::atomic_sge_offset(0)));
+    assert_eq!(
+        &b[32..40],
+        &[8, 7, 6, 5, 4, 3, 2, 1],
+        "compare_add LE at 32"
+    );
+    assert_eq!(
+        &b[40..48],
+        &[0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11]
+    );
+    assert_eq!(SendWqe::atomic_sge_offset(0), 48);
+    assert_eq!(SendWqe::decode(&b), Some(w));
+    assert_eq!(AtomicSeg::decode_from(&b), Some(a));
+    assert_eq!(Sge::decode_from(&b, 48), Some(sge));
+    assert!(!a.encode_into(&mut [0u8; 47]));
+    assert_eq!(AtomicSeg::decode_from(&b[..47]), None);
 }
 
 #[test]

@@ -10,10 +10,12 @@
 use std::fmt;
 use std::fs::File;
 
+use std::sync::atomic::Ordering;
+
 use tracing::debug;
 use vm_memory::{
     Bytes, FileOffset, GuestAddress, GuestAddressSpace, GuestMemoryAtomic, GuestMemoryBackend,
-    GuestMemoryRegion, GuestRegionMmap, Permissions,
+    GuestMemoryRegion, GuestRegionMmap, Permissions, VolatileMemory,
 };
 
 pub use vm_memory::GuestMemoryMmap;
@@ -38,6 +40,32 @@ impl fmt::Display for DmaError {
 }
 
 impl std::error::Error for DmaError {}
+
+/// A 64-bit atomic operation on host memory (InfiniBand's two): on the little-endian
+/// 64-bit word at an 8-byte aligned address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Atomic64 {
+    /// Writes `swap` if the word is `compare`.
+    CmpSwap {
+        /// The value the word must hold.
+        compare: u64,
+        /// The value written then.
+        swap: u64,
+    },
+    /// Adds the value (wrapping).
+    FetchAdd(u64),
+}
+
+impl Atomic64 {
+    /// The word after the operation on `old`.
+    pub fn apply(self, old: u64) -> u64 {
+        match self {
+            Atomic64::CmpSwap { compare, swap } if old == compare => swap,
+            Atomic64::CmpSwap { .. } => old,
+            Atomic64::FetchAdd(add) => old.wrapping_add(add),
+        }
+    }
+}
 
 /// Host memory reachable by DMA.
 pub trait Dma {
@@ -82,6 +110,28 @@ pub trait Dma {
 
     /// Whether the whole range `[addr, addr + len)` is mapped.
     fn reachable(&self, addr: u64, len: u64) -> bool;
+
+    /// Executes `op` on the little-endian 64-bit word at `addr` (8-byte aligned) and
+    /// returns the value it held before. This default reads and writes back, which is
+    /// atomic only against the NIC's own accesses (it holds the NIC while it runs); guest
+    /// memory does it with one atomic instruction of the host, so it is atomic against the
+    /// guest's CPUs and every other NIC model too.
+    ///
+    /// # Errors
+    ///
+    /// [`DmaError`] if `addr` is not aligned or the word is not mapped (nothing is written
+    /// then).
+    fn dma_atomic64(&self, addr: u64, op: Atomic64) -> Result<u64, DmaError> {
+        let err = DmaError { addr, len: 8 };
+        if addr % 8 != 0 || !self.reachable(addr, 8) {
+            return Err(err);
+        }
+        let mut b = [0u8; 8];
+        self.dma_read(addr, &mut b)?;
+        let old = u64::from_le_bytes(b);
+        self.dma_write(addr, &op.apply(old).to_le_bytes())?;
+        Ok(old)
+    }
 
     /// Copies `len` bytes from bus address `src` to bus address `dst` (the data path's
     /// guest-to-guest move). This default goes through a bounce buffer; guest memory
@@ -138,6 +188,34 @@ fn first_slice<M: vm_memory::GuestMemory + ?Sized>(
 }
 
 impl<M: vm_memory::GuestMemory + ?Sized> Dma for M {
+    fn dma_atomic64(&self, addr: u64, op: Atomic64) -> Result<u64, DmaError> {
+        let err = DmaError { addr, len: 8 };
+        if addr % 8 != 0 || !check(self, addr, 8, Permissions::ReadWrite) {
+            return Err(err);
+        }
+        let slice = first_slice(self, addr, 8, Permissions::ReadWrite).ok_or(err)?;
+        // An aligned word never crosses a region (regions are page aligned); the
+        // reference checks the alignment and length again.
+        let word = slice
+            .get_atomic_ref::<std::sync::atomic::AtomicU64>(0)
+            .map_err(|_| err)?;
+        // The word is little-endian in memory whatever the host's order: a loop of
+        // compare-and-exchange, which is one `lock cmpxchg` on x86 when nobody races.
+        let mut seen = word.load(Ordering::Acquire);
+        loop {
+            let old = u64::from_le(seen);
+            let new = op.apply(old);
+            if new == old {
+                return Ok(old);
+            }
+            match word.compare_exchange_weak(seen, new.to_le(), Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Ok(old),
+                Err(now) => seen = now,
+            }
+        }
+    }
+
     fn dma_read(&self, addr: u64, buf: &mut [u8]) -> Result<(), DmaError> {
         let err = DmaError {
             addr,
@@ -337,6 +415,69 @@ mod tests {
         fn reachable(&self, addr: u64, len: u64) -> bool {
             self.0.reachable(addr, len)
         }
+    }
+
+    #[test]
+    fn atomics_on_the_little_endian_word_direct_and_by_default() {
+        let m = anonymous(&[(0x1000, 0x1000)]).unwrap();
+        for (name, mem) in [("direct", &m as &dyn Dma), ("default", &Bounce(&m))] {
+            m.dma_write(0x1ff8, &0x0102_0304_0506_0708u64.to_le_bytes())
+                .unwrap();
+            let word = || {
+                let mut b = [0u8; 8];
+                m.dma_read(0x1ff8, &mut b).unwrap();
+                u64::from_le_bytes(b)
+            };
+            assert_eq!(
+                mem.dma_atomic64(0x1ff8, Atomic64::FetchAdd(1)),
+                Ok(0x0102_0304_0506_0708)
+            );
+            assert_eq!(word(), 0x0102_0304_0506_0709, "{name}");
+            let miss = Atomic64::CmpSwap {
+                compare: 7,
+                swap: 9,
+            };
+            assert_eq!(mem.dma_atomic64(0x1ff8, miss), Ok(0x0102_0304_0506_0709));
+            assert_eq!(word(), 0x0102_0304_0506_0709, "{name}: unequal, unchanged");
+            let hit = Atomic64::CmpSwap {
+                compare: 0x0102_0304_0506_0709,
+                swap: u64::MAX,
+            };
+            assert_eq!(mem.dma_atomic64(0x1ff8, hit), Ok(0x0102_0304_0506_0709));
+            assert_eq!(
+                mem.dma_atomic64(0x1ff8, Atomic64::FetchAdd(2)),
+                Ok(u64::MAX)
+            );
+            assert_eq!(word(), 1, "{name}: wraps");
+            assert!(
+                mem.dma_atomic64(0x1ffc, Atomic64::FetchAdd(1)).is_err(),
+                "unaligned"
+            );
+            assert!(
+                mem.dma_atomic64(0x2000, Atomic64::FetchAdd(1)).is_err(),
+                "unmapped"
+            );
+            assert_eq!(word(), 1, "{name}: refused, unchanged");
+        }
+    }
+
+    #[test]
+    fn atomics_of_threads_on_one_word_all_count() {
+        // Four threads (as the guest's CPUs or other NIC models would be) add to one word
+        // of guest memory at once: no add is lost.
+        let m = anonymous(&[(0x1000, 0x1000)]).unwrap();
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..100_000 {
+                        m.dma_atomic64(0x1800, Atomic64::FetchAdd(3)).unwrap();
+                    }
+                });
+            }
+        });
+        let mut b = [0u8; 8];
+        m.dma_read(0x1800, &mut b).unwrap();
+        assert_eq!(u64::from_le_bytes(b), 4 * 100_000 * 3);
     }
 
     #[test]

@@ -215,7 +215,10 @@ fn mr_shows_the_nics_view_of_an_mr() {
     let (key, pdn) = (rig.small, rig.pdn);
     let nic = std::mem::replace(&mut rig.nic, Nic::new(NicConfig::with_guid(0)));
     let dev = Device::new(nic, GuestRam::new(rig.mem.clone()));
-    let all = hw::ACCESS_LOCAL_WRITE | hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_READ;
+    let all = hw::ACCESS_LOCAL_WRITE
+        | hw::ACCESS_REMOTE_WRITE
+        | hw::ACCESS_REMOTE_READ
+        | hw::ACCESS_REMOTE_ATOMIC;
     assert_eq!(
         execute(&dev, parse(&format!("mr {key:#x}")).unwrap()),
         format!(

@@ -218,10 +218,12 @@ fn decoders_accept_any_bytes() {
         small.copy_from_slice(&sqe[..16]);
         let _ = hw::AdminCompletion::decode(&small);
         let _ = hw::Event::decode(&small);
+        // The words 1.2 defines (reserved ones zero).
         let mut attrs = [0u8; hw::DEVICE_ATTRS_SIZE];
         attrs[..hw::AQ_SQE_SIZE].copy_from_slice(&sqe);
-        // The SRQ limits after the 64 bytes of 1.1; @76..96 reserved.
+        // The SRQ limits after the 64 bytes of 1.1, atomic_cap @76; @80..96 reserved.
         attrs[64..76].iter_mut().for_each(|b| *b = rng.next() as u8);
+        attrs[76..80].copy_from_slice(&sqe[..4]);
         assert_eq!(hw::DeviceAttrs::decode(&attrs).encode(), attrs);
         let mut port = [0u8; hw::PORT_ATTRS_SIZE];
         port.copy_from_slice(&sqe[..hw::PORT_ATTRS_SIZE]);

@@ -12,7 +12,8 @@ use ordma_hw as hw;
 use ordma_model::mem::Dma;
 
 /// A random send or receive WQE: fully random bytes, or a plausible one whose every field
-/// may be wrong (opcode, flags, SGE count, keys, addresses, lengths, inline data).
+/// may be wrong (opcode, flags, SGE count, keys, addresses, lengths, inline data, an
+/// atomic's segment and alignment).
 fn random_wqe(rng: &mut Rng, size: usize, send: bool, keys: &[u32]) -> Vec<u8> {
     use common::rig::{BIG_VA, SMALL_VA};
     let mut b = vec![0u8; size];
@@ -45,8 +46,10 @@ fn random_wqe(rng: &mut Rng, size: usize, send: bool, keys: &[u32]) -> Vec<u8> {
             rng.below(16) as u8 & !hw::WQE_FLAG_INLINE
         };
         let inline = rng.below(4) == 0;
+        let opcode = rng.below(8) as u8;
+        let atomic = hw::is_atomic(opcode) && !inline;
         let w = hw::SendWqe {
-            opcode: rng.below(6) as u8,
+            opcode,
             flags: flags | if inline { hw::WQE_FLAG_INLINE } else { 0 },
             num_sge: if inline { 0 } else { num_sge },
             imm: rng.next() as u32,
@@ -57,6 +60,55 @@ fn random_wqe(rng: &mut Rng, size: usize, send: bool, keys: &[u32]) -> Vec<u8> {
         w.encode_into(&mut b);
         if inline {
             b.iter_mut().skip(32).for_each(|x| *x = rng.next() as u8);
+            return b;
+        }
+        if atomic {
+            // Mostly a plausible atomic: an aligned word of the MR that allows atomics
+            // (the last key), the old value into 8 bytes of one SGE.
+            if rng.below(4) != 0 {
+                let w = hw::SendWqe {
+                    remote_addr: SMALL_VA + 8 * rng.below(0x8400),
+                    rkey: keys[keys.len() - 1],
+                    num_sge: 1,
+                    ..w
+                };
+                w.encode_into(&mut b);
+                let s = hw::Sge {
+                    addr: BIG_VA + 8 * rng.below(0x20_0000),
+                    length: 8,
+                    lkey: keys[0],
+                };
+                s.encode_into(&mut b, hw::SendWqe::atomic_sge_offset(0));
+                hw::AtomicSeg {
+                    compare_add: rng.below(4),
+                    swap: if opcode == hw::WR_ATOMIC_CMP_AND_SWP {
+                        rng.below(4)
+                    } else {
+                        0
+                    },
+                }
+                .encode_into(&mut b);
+                return b;
+            }
+            let seg = hw::AtomicSeg {
+                compare_add: rng.below(4),
+                swap: if rng.below(4) == 0 { rng.next() } else { 0 },
+            };
+            seg.encode_into(&mut b);
+            // Mostly the 8 bytes an atomic's old value takes.
+            for i in 0..usize::from(num_sge) {
+                let len = if rng.below(4) == 0 {
+                    length(rng)
+                } else {
+                    8 / u32::from(num_sge).min(8)
+                };
+                let s = hw::Sge {
+                    addr: addr(rng),
+                    length: len,
+                    lkey: key(rng),
+                };
+                s.encode_into(&mut b, hw::SendWqe::atomic_sge_offset(i));
+            }
             return b;
         }
         32
@@ -87,15 +139,20 @@ fn random_wqes_on_connected_qps_never_break_the_engine() {
     };
     let n = iters() / 20;
     let mut statuses = [0u64; 256];
+    let mut atomics = 0u64;
     for seed in 1..=4u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
         let rnr = (seed * 3 % 8) as u8;
         let mut rig = Rig::with(|a| {
             a.rnr_retry = rnr;
             a.path_mtu = (seed % 5 + 1) as u8;
+            a.qp_access_flags |= hw::ACCESS_REMOTE_ATOMIC;
         });
         let pages: Vec<u64> = (0..64).map(|i| SMALL_PHYS + small_page(i) * 4096).collect();
-        let all = hw::ACCESS_LOCAL_WRITE | hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_READ;
+        let all = hw::ACCESS_LOCAL_WRITE
+            | hw::ACCESS_REMOTE_WRITE
+            | hw::ACCESS_REMOTE_READ
+            | hw::ACCESS_REMOTE_ATOMIC;
         let mut victim = Some(rig.mr(SMALL_VA, 64 * 4096, 12, &pages, all));
         let mut keys = [rig.big, rig.small, rig.ro, victim.unwrap_or(0)];
         for _ in 0..n {
@@ -193,6 +250,7 @@ fn random_wqes_on_connected_qps_never_break_the_engine() {
                         x.rnr_retry = rnr;
                         x.max_rd_atomic = rd;
                         x.max_dest_rd_atomic = dest_rd;
+                        x.qp_access_flags |= hw::ACCESS_REMOTE_ATOMIC;
                     };
                     rig.connect(a, a_dest, psn, psn, set);
                     rig.connect(b, a, psn, psn, set);
@@ -201,6 +259,10 @@ fn random_wqes_on_connected_qps_never_break_the_engine() {
             for cq in ['s', 'r'] {
                 while let Some(c) = rig.poll(cq) {
                     statuses[usize::from(c.status)] += 1;
+                    let atomic = matches!(c.opcode, hw::WC_COMP_SWAP | hw::WC_FETCH_ADD);
+                    if atomic && c.status == hw::WC_SUCCESS {
+                        atomics += 1;
+                    }
                 }
             }
             assert_eq!(
@@ -223,5 +285,6 @@ fn random_wqes_on_connected_qps_never_break_the_engine() {
         "nothing ever succeeded"
     );
     assert!(statuses[usize::from(hw::WC_WR_FLUSH_ERR)] > 0);
+    assert!(atomics > 0, "no atomic ever succeeded");
     assert!(statuses[usize::from(hw::WC_LOC_QP_OP_ERR)] > 0);
 }

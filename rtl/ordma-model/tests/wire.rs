@@ -448,9 +448,9 @@ fn hostile_frames_never_panic() {
     r.nic.receive_frame(&other, &r.mem, &r.irq);
     assert_eq!(r.nic.counters().get(Anomaly::BadFrame), bad + 1);
     // Valid frames with hostile headers: every opcode, PSNs, QPNs.
-    for op in 0..=0x11u8 {
+    for op in 0..=0x14u8 {
         for (qpn, psn) in [(p.r[1].b.qpn, 500), (p.r[1].b.qpn, 0x80_0000), (77, 500)] {
-            let (reth, aeth, imm) = packet::headers(op).unwrap();
+            let ext = packet::headers(op).unwrap();
             let pkt = packet::Packet {
                 bth: packet::Bth {
                     opcode: op,
@@ -459,16 +459,23 @@ fn hostile_frames_never_panic() {
                     ack_req: true,
                     ..Default::default()
                 },
-                reth: reth.then_some(packet::Reth {
+                reth: ext.reth.then_some(packet::Reth {
                     va: u64::MAX - 3,
                     rkey: rnd() as u32,
                     dma_len: u32::MAX,
                 }),
-                aeth: aeth.then_some(packet::Aeth {
+                aeth: ext.aeth.then_some(packet::Aeth {
                     syndrome: packet::Syndrome::Ack(0),
                     msn: 0,
                 }),
-                imm: imm.then_some([9; 4]),
+                imm: ext.imm.then_some([9; 4]),
+                atomic: ext.atomic.then_some(packet::AtomicEth {
+                    va: u64::MAX - 3,
+                    rkey: rnd() as u32,
+                    swap_add: rnd(),
+                    compare: rnd(),
+                }),
+                atomic_ack: ext.atomic_ack.then_some(rnd()),
             };
             let f = wire::encode(1, 2, 2, &pkt, &[7; 33]);
             let r = &mut p.r[1];

@@ -81,6 +81,105 @@ fn send_wqes_are_byte_exact_per_opcode() {
 }
 
 #[test]
+fn atomic_wqes_carry_their_segment_and_sges_behind_it() {
+    use ordma_hw::{AtomicSeg, WC_COMP_SWAP, WC_FETCH_ADD};
+    // libibverbs' own values, copied by the NIC and the provider.
+    assert_eq!(
+        (
+            u32::from(WR_ATOMIC_CMP_AND_SWP),
+            u32::from(WR_ATOMIC_FETCH_AND_ADD)
+        ),
+        (
+            sys::ibv_wr_opcode_IBV_WR_ATOMIC_CMP_AND_SWP,
+            sys::ibv_wr_opcode_IBV_WR_ATOMIC_FETCH_AND_ADD
+        )
+    );
+    assert_eq!(
+        (u32::from(WC_COMP_SWAP), u32::from(WC_FETCH_ADD)),
+        (
+            sys::ibv_wc_opcode_IBV_WC_COMP_SWAP,
+            sys::ibv_wc_opcode_IBV_WC_FETCH_ADD
+        )
+    );
+    // 64-byte WQEs (max_send_sge 2): an atomic takes one SGE behind its segment.
+    let qp = qp(cap(8, 2, 0, 0, 0), false, RTS, 7);
+    assert_eq!(lock(&qp.sq).wqe_size(), 64);
+    let db = RecordingDb::default();
+    let mut one = [sge(0x1008, 8, 0x0102)];
+    for (i, op) in [
+        sys::ibv_wr_opcode_IBV_WR_ATOMIC_CMP_AND_SWP,
+        sys::ibv_wr_opcode_IBV_WR_ATOMIC_FETCH_AND_ADD,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut wr = send_wr(50, op, SIGNALED, &mut one);
+        wr.wr.atomic = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 {
+            remote_addr: 0x7000_0000_0008,
+            compare_add: 0x0102_0304_0506_0708,
+            swap: 0x1112_1314_1516_1718,
+            rkey: 0x0a0b,
+        };
+        let mut wrs = [wr];
+        assert_eq!(post_send(&qp, &db, chain_send(&mut wrs)), Ok(()));
+        let b = slot(&qp.sq, i);
+        let hdr = SendWqe::decode(&b).expect("a valid header");
+        let cas = op == sys::ibv_wr_opcode_IBV_WR_ATOMIC_CMP_AND_SWP;
+        assert_eq!(
+            hdr,
+            SendWqe {
+                opcode: if cas {
+                    WR_ATOMIC_CMP_AND_SWP
+                } else {
+                    WR_ATOMIC_FETCH_AND_ADD
+                },
+                flags: WQE_FLAG_SIGNALED,
+                num_sge: 1,
+                remote_addr: 0x7000_0000_0008,
+                rkey: 0x0a0b,
+                ..Default::default()
+            }
+        );
+        assert_eq!(
+            AtomicSeg::decode_from(&b),
+            Some(AtomicSeg {
+                compare_add: 0x0102_0304_0506_0708,
+                // A fetch and add's swap is not sent: zero.
+                swap: if cas { 0x1112_1314_1516_1718 } else { 0 },
+            })
+        );
+        assert_eq!(
+            Sge::decode_from(&b, SendWqe::atomic_sge_offset(0)),
+            Some(Sge {
+                addr: 0x1008,
+                length: 8,
+                lkey: 0x0102
+            })
+        );
+    }
+    // Two SGEs do not fit behind the segment in 64 bytes: EINVAL, nothing posted.
+    let mut two = [sge(0x1008, 4, 1), sge(0x2000, 4, 1)];
+    let mut wrs = [send_wr(
+        51,
+        sys::ibv_wr_opcode_IBV_WR_ATOMIC_FETCH_AND_ADD,
+        0,
+        &mut two,
+    )];
+    let p = chain_send(&mut wrs);
+    assert_eq!(post_send(&qp, &db, p), Err((libc::EINVAL, p)));
+    assert_eq!(lock(&qp.sq).outstanding(), 2);
+    // 128-byte WQEs: they do.
+    let wide = super::testing::qp(cap(8, 4, 0, 0, 0), false, RTS, 8);
+    let p = chain_send(&mut wrs);
+    assert_eq!(post_send(&wide, &db, p), Ok(()));
+    let b = slot(&wide.sq, 0);
+    assert_eq!(
+        Sge::decode_from(&b, SendWqe::atomic_sge_offset(1)).map(|s| s.addr),
+        Some(0x2000)
+    );
+}
+
+#[test]
 fn unsignaled_sends_are_signaled_with_sq_sig_all() {
     let mut sges = [sge(1, 1, 1)];
     for (sig_all, want) in [(false, 0), (true, WQE_FLAG_SIGNALED)] {
@@ -243,9 +342,10 @@ fn bad_send_wrs_are_einval_with_bad_wr_at_them() {
         send_wr(
             1,
             sys::ibv_wr_opcode_IBV_WR_ATOMIC_FETCH_AND_ADD,
-            0,
+            INLINE,
             &mut s2,
         ),
+        send_wr(1, sys::ibv_wr_opcode_IBV_WR_LOCAL_INV, 0, &mut s2),
         send_wr(1, sys::ibv_wr_opcode_IBV_WR_SEND_WITH_INV, 0, &mut s2),
         send_wr(
             1,

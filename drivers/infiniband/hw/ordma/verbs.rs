@@ -90,6 +90,12 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
             max_srq_sge: a.max_srq_sge,
             // The NIC numbers SRQs below `max_srq`, in 16 bits.
             srq_num_limit: a.max_srq.min(hw::MAX_QUEUE_NUM + 1),
+            // What the NIC says (`atomic_cap`, 1.2): any other value, none.
+            atomic_cap: if a.atomic_cap == hw::ATOMIC_CAP_HCA {
+                ib::AtomicCap::Hca
+            } else {
+                ib::AtomicCap::None
+            },
         })
     }
 

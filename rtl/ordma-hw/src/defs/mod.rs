@@ -502,8 +502,14 @@ impl Event {
 /// Size of the [`DeviceAttrs`] response (interface 1.2; 64 in 1.1).
 pub const DEVICE_ATTRS_SIZE: usize = 96;
 
+/// `atomic_cap`: the NIC does no atomics (`IB_ATOMIC_NONE`).
+pub const ATOMIC_CAP_NONE: u32 = 0;
+/// `atomic_cap`: atomics are atomic with respect to every other atomic on this NIC
+/// (`IB_ATOMIC_HCA`), not to the CPUs' accesses or another NIC's.
+pub const ATOMIC_CAP_HCA: u32 = 1;
+
 /// The `CMD_QUERY_DEVICE` response (96 bytes, little-endian, offsets in the field docs;
-/// @76..96 reserved, zero).
+/// @80..96 reserved, zero).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DeviceAttrs {
     /// @0: firmware (model) version, `major << 32 | minor << 16 | patch`.
@@ -538,6 +544,8 @@ pub struct DeviceAttrs {
     pub max_srq_wr: u32,
     /// @72 (1.2): maximum scatter/gather entries per SRQ work request.
     pub max_srq_sge: u32,
+    /// @76: `ATOMIC_CAP_*` (1.2).
+    pub atomic_cap: u32,
 }
 
 impl DeviceAttrs {
@@ -565,6 +573,7 @@ impl DeviceAttrs {
         for (i, w) in words.iter().enumerate() {
             put_le32(&mut b, 24 + 4 * i, *w);
         }
+        put_le32(&mut b, 76, self.atomic_cap);
         b
     }
 
@@ -588,6 +597,7 @@ impl DeviceAttrs {
             max_srq: w(10),
             max_srq_wr: w(11),
             max_srq_sge: w(12),
+            atomic_cap: get_le32(b, 76).unwrap_or(0),
         }
     }
 }

@@ -2,7 +2,8 @@
 //! The data path's formats in host memory: send and receive WQEs, CQEs.
 //!
 //! A send WQE is a 16-byte control segment, a 16-byte remote-address segment, then either
-//! `num_sge` 16-byte SGEs or, with [`WQE_FLAG_INLINE`], `inline_len` bytes of data. A
+//! `num_sge` 16-byte SGEs or, with [`WQE_FLAG_INLINE`], `inline_len` bytes of data; an
+//! atomic has a 16-byte atomic segment ([`AtomicSeg`]) before its SGEs. A
 //! receive WQE is a 16-byte control segment and `num_sge` SGEs. A CQE is 32 bytes (in a
 //! slot of 32 or 64), its last byte the owner (phase) byte, which the NIC writes after the
 //! rest. Opcodes and statuses are libibverbs' own values (`enum ibv_wr_opcode`, `enum
@@ -21,6 +22,56 @@ pub const WR_SEND: u8 = 2;
 pub const WR_SEND_IMM: u8 = 3;
 /// Send opcode (`IBV_WR_RDMA_READ`): RDMA READ.
 pub const WR_RDMA_READ: u8 = 4;
+/// Send opcode (`IBV_WR_ATOMIC_CMP_AND_SWP`): 64-bit compare and swap at the responder;
+/// the original value comes back into the local SGEs (1.2).
+pub const WR_ATOMIC_CMP_AND_SWP: u8 = 5;
+/// Send opcode (`IBV_WR_ATOMIC_FETCH_AND_ADD`): 64-bit fetch and add at the responder; the
+/// original value comes back into the local SGEs (1.2).
+pub const WR_ATOMIC_FETCH_AND_ADD: u8 = 6;
+
+/// Whether send opcode `op` is an atomic.
+pub const fn is_atomic(op: u8) -> bool {
+    op == WR_ATOMIC_CMP_AND_SWP || op == WR_ATOMIC_FETCH_AND_ADD
+}
+
+/// Bytes an atomic operates on (and its local SGEs hold: exactly this many), at an address
+/// aligned to them.
+pub const ATOMIC_SIZE: u32 = 8;
+/// Offset of a send WQE's atomic segment ([`AtomicSeg`], atomics only); their SGEs follow
+/// it, at [`SendWqe::atomic_sge_offset`].
+pub const SQ_WQE_ATOMIC_OFFSET: u32 = SQ_WQE_BASE;
+/// Bytes of the atomic segment.
+pub const SQ_WQE_ATOMIC_SIZE: u32 = 16;
+
+/// A send WQE's atomic segment, at [`SQ_WQE_ATOMIC_OFFSET`] (the fields of `struct
+/// ibv_send_wr`'s `wr.atomic` besides address and key, which are in the remote-address
+/// segment): `compare_add` u64 @0 (compare and swap: the value compared; fetch and add:
+/// the value added), `swap` u64 @8 (compare and swap: the value written if equal; fetch
+/// and add: reserved, zero). Host order (little-endian), as the 64-bit word in memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AtomicSeg {
+    /// The compare value (CMP_AND_SWP) or the addend (FETCH_AND_ADD).
+    pub compare_add: u64,
+    /// The swap value (CMP_AND_SWP); zero for FETCH_AND_ADD.
+    pub swap: u64,
+}
+
+impl AtomicSeg {
+    /// Encodes into `b` at [`SQ_WQE_ATOMIC_OFFSET`]; false if it does not fit.
+    pub fn encode_into(&self, b: &mut [u8]) -> bool {
+        let off = SQ_WQE_ATOMIC_OFFSET as usize;
+        put_le64(b, off, self.compare_add) && put_le64(b, off + 8, self.swap)
+    }
+
+    /// Decodes from `b` at [`SQ_WQE_ATOMIC_OFFSET`].
+    pub fn decode_from(b: &[u8]) -> Option<Self> {
+        let off = SQ_WQE_ATOMIC_OFFSET as usize;
+        Some(Self {
+            compare_add: get_le64(b, off)?,
+            swap: get_le64(b, off + 8)?,
+        })
+    }
+}
 
 /// Send WQE flag: write a CQE when this WQE completes successfully (errors always do).
 pub const WQE_FLAG_SIGNALED: u8 = 1 << 0;
@@ -84,9 +135,9 @@ pub struct SendWqe {
     pub imm: u32,
     /// Inline bytes following the header.
     pub inline_len: u32,
-    /// The responder's virtual address (WRITE, READ).
+    /// The responder's virtual address (WRITE, READ, atomics).
     pub remote_addr: u64,
-    /// The responder's MR key (WRITE, READ).
+    /// The responder's MR key (WRITE, READ, atomics).
     pub rkey: u32,
 }
 
@@ -126,6 +177,11 @@ impl SendWqe {
     /// Byte offset of SGE `i` (or of the inline data, `i` = 0) in the WQE.
     pub const fn sge_offset(i: usize) -> usize {
         SQ_WQE_BASE as usize + i * WQE_SGE_SIZE as usize
+    }
+
+    /// Byte offset of SGE `i` in an atomic's WQE (behind its atomic segment).
+    pub const fn atomic_sge_offset(i: usize) -> usize {
+        (SQ_WQE_ATOMIC_OFFSET + SQ_WQE_ATOMIC_SIZE) as usize + i * WQE_SGE_SIZE as usize
     }
 }
 
@@ -177,6 +233,10 @@ pub const WC_SEND: u8 = 0;
 pub const WC_RDMA_WRITE: u8 = 1;
 /// Completion opcode (`IBV_WC_RDMA_READ`).
 pub const WC_RDMA_READ: u8 = 2;
+/// Completion opcode (`IBV_WC_COMP_SWAP`): an atomic compare and swap (1.2).
+pub const WC_COMP_SWAP: u8 = 3;
+/// Completion opcode (`IBV_WC_FETCH_ADD`): an atomic fetch and add (1.2).
+pub const WC_FETCH_ADD: u8 = 4;
 /// Completion opcode (`IBV_WC_RECV`).
 pub const WC_RECV: u8 = 128;
 /// Completion opcode (`IBV_WC_RECV_RDMA_WITH_IMM`).
@@ -221,7 +281,7 @@ pub struct Cqe {
     pub opcode: u8,
     /// The local QP.
     pub qpn: u32,
-    /// Bytes transferred (receive: received; READ: read).
+    /// Bytes transferred (receive: received; READ: read; atomics: 8).
     pub byte_len: u32,
     /// Immediate data, network order.
     pub imm: u32,

@@ -29,6 +29,8 @@ pub(super) enum Answer {
     Nak(NakCode),
     /// READ: the responder's data, to come back in read responses.
     Read(Data),
+    /// An atomic: the word's old value, to come back in an ATOMIC ACKNOWLEDGE.
+    Atomic(u64),
 }
 
 /// IB's RNR timer encoding (`min_rnr_timer`), in microseconds.

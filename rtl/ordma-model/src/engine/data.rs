@@ -172,6 +172,15 @@ impl Data {
         Data::Pieces(Vec::new(), Vec::new())
     }
 
+    /// The bus address of data in one piece (an atomic's word: 8 aligned bytes never
+    /// cross a page); `None` for inline data or several pieces.
+    pub(super) fn single(&self) -> Option<u64> {
+        match self {
+            Data::Pieces(p, _) if p.len() == 1 => p.first().map(|&(a, _)| a),
+            _ => None,
+        }
+    }
+
     /// Its length in bytes.
     pub(super) fn len(&self) -> u64 {
         match self {

@@ -5,8 +5,8 @@
 //!   [`MAX_FLIGHTS`], their PSNs following each other, their packets sent up to [`WINDOW`]
 //!   beyond the first one not acknowledged (across the WQEs), the AckReq bit on every
 //!   [`ACK_EVERY`]th packet of a message and on its last. At most the QP's initiator
-//!   depth of READs ([`rd_depth`], its `max_rd_atomic`) are in flight at once; a WQE with
-//!   `FENCE` waits for the READs before it.
+//!   depth of READs and atomics together ([`rd_depth`], its `max_rd_atomic`) are in
+//!   flight at once; a WQE with `FENCE` waits for the READs and atomics before it.
 //! - An ACK at a PSN acknowledges it and every packet before, so every WQE before it
 //!   completes, in order; a NAK or an RNR NAK at a PSN acknowledges every packet before it.
 //!   RNR NAKs wait `min_rnr_timer` and count against `rnr_retry` as in loopback; other
@@ -16,7 +16,10 @@
 //!   one behind it; `retry_cnt` timeouts without progress end the head WQE in
 //!   `WC_RETRY_EXC_ERR`. A READ is one request packet; its responses are taken in PSN
 //!   order only, and a gap (once per gap) or a timeout asks for the rest: a READ request
-//!   at the first missing response's PSN.
+//!   at the first missing response's PSN. An atomic is one request packet too, completed
+//!   by its ATOMIC ACKNOWLEDGE (the old value, written into its local SGEs); a lost answer
+//!   sends the request again, which the responder answers from its replay cache
+//!   ([`super::atomic`]) without executing it twice.
 //! - A WQE behind others that cannot be started (refused) or sent (its local data cannot
 //!   be read) is held, nothing starts behind it, and it completes in error when it reaches
 //!   the head (completions stay in SQ order).
@@ -29,7 +32,7 @@ use tracing::debug;
 
 use super::completer::{read_packets, rnr_delay, RETRY_FOREVER};
 use super::data::{Data, Pos};
-use super::packet::{self, Bth, NakCode, Packet, Reth, Syndrome};
+use super::packet::{self, AtomicEth, Bth, NakCode, Packet, Reth, Syndrome};
 use super::qp::{qp_index, Qp};
 use super::remote::psn_sub;
 use super::requester::{mtu_bytes, opcode_of, wqe_bytes, Request};
@@ -43,8 +46,9 @@ pub const ACK_EVERY: u64 = 8;
 /// WQEs of one QP on the wire at once at most.
 pub const MAX_FLIGHTS: usize = 32;
 
-/// READs QP `qp` may have in flight at once: its `max_rd_atomic` (the initiator depth, at
-/// most `QP_MAX_RD_ATOMIC`, the `max_qp_rd_atom` the NIC advertises), 0 taken as 1.
+/// READs and atomics QP `qp` may have in flight at once, together: its `max_rd_atomic`
+/// (the initiator depth, at most `QP_MAX_RD_ATOMIC`, the `max_qp_init_rd_atom` the NIC
+/// advertises), 0 taken as 1.
 pub(super) fn rd_depth(qp: &Qp) -> usize {
     usize::from(qp.attr.max_rd_atomic.clamp(1, hw::QP_MAX_RD_ATOMIC))
 }
@@ -74,9 +78,20 @@ impl Flight {
         self.req.wqe.opcode == hw::WR_RDMA_READ
     }
 
-    /// Back to the first packet not acknowledged (READ: a request for the rest).
+    fn atomic(&self) -> bool {
+        hw::is_atomic(self.req.wqe.opcode)
+    }
+
+    /// A READ or an atomic: one request packet, completed by the responder's data (not by
+    /// an ACK), and one of the QP's initiator depth ([`rd_depth`]).
+    fn rd_atomic(&self) -> bool {
+        self.read() || self.atomic()
+    }
+
+    /// Back to the first packet not acknowledged (READ: a request for the rest; atomic:
+    /// the request again).
     fn rewind(&mut self) {
-        self.next = if self.read() { 0 } else { self.acked };
+        self.next = if self.rd_atomic() { 0 } else { self.acked };
     }
 }
 
@@ -184,7 +199,7 @@ impl Nic {
                 {
                     return;
                 }
-                let reads = fs.q.iter().filter(|f| f.read()).count();
+                let reads = fs.q.iter().filter(|f| f.rd_atomic()).count();
                 match self.start(qpn, &qp, index, reads, mem) {
                     Ok(Some(f)) => fs.q.push_back(f),
                     Ok(None) => return,
@@ -213,8 +228,9 @@ impl Nic {
     }
 
     /// Takes WQE `index` of QP `qpn` on the wire: checked, its PSNs taken from `sq_psn`.
-    /// `None` while it must wait, `reads` READs being in flight before it: a READ beyond
-    /// the QP's initiator depth ([`rd_depth`]), a WQE with `FENCE` behind any READ.
+    /// `None` while it must wait, `reads` READs and atomics being in flight before it: a
+    /// READ or atomic beyond the QP's initiator depth ([`rd_depth`]), a WQE with `FENCE`
+    /// behind any READ or atomic.
     fn start(
         &mut self,
         qpn: u32,
@@ -229,8 +245,8 @@ impl Nic {
             let gated = self.gate(mem);
             let head = wqe_bytes(&gated, &qp.sq, index).and_then(|raw| hw::SendWqe::decode(&raw));
             if let Some(w) = head {
-                let read = w.opcode == hw::WR_RDMA_READ;
-                if (read && reads >= rd_depth(qp)) || w.flags & hw::WQE_FLAG_FENCE != 0 {
+                let rd_atomic = w.opcode == hw::WR_RDMA_READ || hw::is_atomic(w.opcode);
+                if (rd_atomic && reads >= rd_depth(qp)) || w.flags & hw::WQE_FLAG_FENCE != 0 {
                     return Ok(None);
                 }
             }
@@ -241,6 +257,8 @@ impl Nic {
         let read = req.wqe.opcode == hw::WR_RDMA_READ;
         let npkts = if read {
             read_packets(req.len, qp.attr.path_mtu)
+        } else if req.atomic.is_some() {
+            1
         } else {
             req.len.div_ceil(mtu_bytes(qp.attr.path_mtu)).max(1)
         };
@@ -276,7 +294,7 @@ impl Nic {
     ) -> Result<(), u8> {
         // Nothing to send (every packet the window allows is out): nothing is read, so
         // nothing is checked (each answer pumps every flight).
-        let idle = if fl.read() {
+        let idle = if fl.rd_atomic() {
             fl.next != 0
         } else {
             fl.next >= fl.npkts.min(limit)
@@ -310,7 +328,37 @@ impl Nic {
             return Err(hw::WC_LOC_PROT_ERR);
         }
         let mut sent = false;
-        if fl.read() {
+        if let (Some(seg), true) = (fl.req.atomic, fl.next == 0) {
+            // The atomic's one request packet (again, after a loss: the responder answers
+            // a duplicate from its replay cache).
+            let opcode = if fl.req.wqe.opcode == hw::WR_ATOMIC_CMP_AND_SWP {
+                packet::COMPARE_SWAP
+            } else {
+                packet::FETCH_ADD
+            };
+            let pkt = Packet {
+                bth: bth(opcode, 0, true, true),
+                atomic: Some(AtomicEth {
+                    va: reth.va,
+                    rkey: reth.rkey,
+                    swap_add: if opcode == packet::COMPARE_SWAP {
+                        seg.swap
+                    } else {
+                        seg.compare_add
+                    },
+                    compare: if opcode == packet::COMPARE_SWAP {
+                        seg.compare_add
+                    } else {
+                        0
+                    },
+                }),
+                ..Default::default()
+            };
+            self.emit(dlid, qpn, &pkt, &[]);
+            fl.next = fl.npkts;
+            sent = true;
+        } else if fl.rd_atomic() {
+            // A READ (an atomic sent already has nothing more to send).
             if fl.next == 0 {
                 // The responses not received yet: the READ's tail, at its PSN.
                 let done = fl.acked.saturating_mul(mtu).min(fl.req.len);
@@ -357,12 +405,12 @@ impl Nic {
                     sent = true;
                     continue;
                 }
-                let (has_reth, _, imm) = packet::headers(opcode).unwrap_or_default();
+                let ext = packet::headers(opcode).unwrap_or_default();
                 let pkt = Packet {
                     bth: bth(opcode, i, last || (i + 1) % ACK_EVERY == 0, last),
-                    reth: has_reth.then_some(reth),
-                    aeth: None,
-                    imm: imm.then_some(fl.req.wqe.imm.to_le_bytes()),
+                    reth: ext.reth.then_some(reth),
+                    imm: ext.imm.then_some(fl.req.wqe.imm.to_le_bytes()),
+                    ..Default::default()
                 };
                 let n = mtu.min(fl.req.len.saturating_sub(off));
                 if own {
@@ -415,17 +463,21 @@ impl Nic {
             (d < fl.npkts).then_some((k, d))
         });
         let syndrome = pkt.aeth.map(|a| a.syndrome);
-        let ack = pkt.bth.opcode == packet::ACKNOWLEDGE && syndrome.is_some();
-        // An answer is an ACK or NAK, or a read response in a READ's PSNs.
-        let Some((k, diff)) = hit.filter(|&(k, _)| ack || fs.q.get(k).is_some_and(Flight::read))
-        else {
+        // An answer is an ACK or NAK, a read response in a READ's PSNs, or an atomic
+        // acknowledge at an atomic's.
+        let answers = |fl: &Flight| match pkt.bth.opcode {
+            packet::ACKNOWLEDGE => syndrome.is_some(),
+            packet::ATOMIC_ACKNOWLEDGE => fl.atomic() && pkt.atomic_ack.is_some(),
+            _ => fl.read(),
+        };
+        let Some((k, diff)) = hit.filter(|&(k, _)| fs.q.get(k).is_some_and(answers)) else {
             self.put_flights(qpn, fs);
             return;
         };
-        if let Some(j) = fs.q.iter().take(k).position(Flight::read) {
-            // An answer at a later WQE's PSN while a READ before it misses responses: they
-            // were lost. The WQEs before the READ are done; the READ asks for the rest
-            // (once per gap), and the WQEs behind it go again.
+        if let Some(j) = fs.q.iter().take(k).position(Flight::rd_atomic) {
+            // An answer at a later WQE's PSN while a READ or atomic before it misses its
+            // responses: they were lost. The WQEs before it are done; it asks again (a
+            // READ for the rest), once per gap, and the WQEs behind it go again.
             let done: Vec<Flight> = fs.q.drain(..j).collect();
             let progress = !done.is_empty();
             self.complete_flights(qpn, done, mem, irq);
@@ -464,7 +516,7 @@ impl Nic {
         };
         let current = diff >= fl.acked;
         let outcome = match (pkt.bth.opcode, syndrome) {
-            (packet::ACKNOWLEDGE, Some(Syndrome::Ack(_))) if current && !fl.read() => {
+            (packet::ACKNOWLEDGE, Some(Syndrome::Ack(_))) if current && !fl.rd_atomic() => {
                 fl.acked = diff + 1;
                 fl.next = fl.next.max(fl.acked);
                 if fl.acked == fl.npkts {
@@ -511,6 +563,10 @@ impl Nic {
                 Outcome::Done(status, 0)
             }
             (packet::ACKNOWLEDGE, _) => Outcome::Keep,
+            (packet::ATOMIC_ACKNOWLEDGE, Some(Syndrome::Ack(_))) if current => {
+                self.atomic_response(&fl, pkt.atomic_ack.unwrap_or(0), mem)
+            }
+            (packet::ATOMIC_ACKNOWLEDGE, _) => Outcome::Keep,
             (_, _) if fl.read() && diff == fl.acked && diff < fl.npkts => {
                 self.read_response(&mut fl, &qp, diff, count, body, mem)
             }
@@ -578,6 +634,17 @@ impl Nic {
             let (index, op, signaled) = (b.index, b.op, b.signaled);
             self.complete_send(qpn, index, hw::WC_SUCCESS, op, bytes, signaled, mem, irq);
         }
+    }
+
+    /// The atomic's answer: `value`, the word's old value, into its local buffer (8 bytes,
+    /// checked when it started), little-endian as in memory.
+    fn atomic_response(&mut self, fl: &Flight, value: u64, mem: &dyn Dma) -> Outcome {
+        let gated = self.gate(mem);
+        let mut pos = fl.req.data.seek(0);
+        if !self.owns(&fl.req.data) || !fl.req.data.write(&gated, &mut pos, &value.to_le_bytes()) {
+            return Outcome::Done(hw::WC_LOC_PROT_ERR, 0);
+        }
+        Outcome::Done(hw::WC_SUCCESS, hw::ATOMIC_SIZE)
     }
 
     /// Read responses `k` to `k + count` of the flight: their bytes to the local buffers

@@ -20,7 +20,8 @@
 //! - [`doorbell`]: the doorbell pages in BAR2 and their ownership rule;
 //! - the RC engine, by role as soft-RoCE's: [`packet`] (the IB transport headers),
 //!   [`requester`] (SQ WQEs to request packets), [`responder`] (requests to receive
-//!   completions, memory writes, read data, ACK/NAK), [`completer`] (answers to send CQEs,
+//!   completions, memory writes, read data, ACK/NAK), [`atomic`] (the responder's atomics
+//!   and their replay), [`completer`] (answers to send CQEs,
 //!   RNR retries, errors and the flush in `ERR`, the timers of [`Nic::tick`]);
 //! - the wire between NICs: [`wire`] (RoCEv2 frames: Ethernet, IPv4, UDP, the IB
 //!   transport headers, ICRC), [`remote`] (frames in, the responder's side of it),
@@ -33,6 +34,7 @@
 //! [`crate::device`]) holds it in a lock.
 
 pub mod admin;
+pub mod atomic;
 pub mod completer;
 pub mod counters;
 pub mod cq;
@@ -162,6 +164,7 @@ impl NicConfig {
                 // The deepest ring less the free slot its links need.
                 max_srq_wr: (1 << hw::MAX_QUEUE_LOG_DEPTH) - 1,
                 max_srq_sge: 16,
+                atomic_cap: hw::ATOMIC_CAP_HCA,
             },
             lid: 1,
             link_up: true,
@@ -199,6 +202,9 @@ pub struct Nic {
     doorbells: u64,
     /// Events written into the event queue since reset.
     events_posted: u64,
+    /// Atomics the responder executed, and duplicates it answered again from its replay
+    /// cache, since the model started.
+    atomics: [u64; 2],
     /// 32-bit writes per doorbell page since the model started.
     db_page_writes: [u64; hw::DB_PAGES as usize],
     /// PCI COMMAND.BME: the NIC may DMA (and send MSI-X) only while it is set.
@@ -252,6 +258,8 @@ pub struct NicStatus {
     /// PDs, MRs, CQs and QPs destroyed by a command since the model started (a reset frees
     /// without counting).
     pub destroyed: [u64; 4],
+    /// Atomics executed, and duplicate atomics answered again, since the model started.
+    pub atomics: [u64; 2],
     /// Queue doorbells accepted since reset.
     pub doorbells: u64,
     /// Admin commands completed since reset.
@@ -274,7 +282,7 @@ impl fmt::Display for NicStatus {
             "link={} enabled={} fatal={} error={} bme={} pds={} mrs={} cqs={} qps={} \
              pds_created={} mrs_created={} cqs_created={} qps_created={} \
              pds_destroyed={} mrs_destroyed={} cqs_destroyed={} qps_destroyed={} \
-             srqs={} srqs_created={} srqs_destroyed={} \
+             srqs={} srqs_created={} srqs_destroyed={} atomics={} atomics_replayed={} \
              doorbells={} commands={} events={} events_unread={} admin_pending={} {}",
             if self.link_up { "up" } else { "down" },
             u8::from(self.enabled),
@@ -296,6 +304,8 @@ impl fmt::Display for NicStatus {
             self.srqs,
             self.srqs_counts.0,
             self.srqs_counts.1,
+            self.atomics[0],
+            self.atomics[1],
             self.doorbells,
             self.commands,
             self.events,
@@ -344,6 +354,13 @@ impl Dma for Gate<'_> {
         }
         self.mem.dma_copy(src, dst, len)
     }
+
+    fn dma_atomic64(&self, addr: u64, op: crate::mem::Atomic64) -> Result<u64, DmaError> {
+        if !self.open {
+            return Err(DmaError { addr, len: 8 });
+        }
+        self.mem.dma_atomic64(addr, op)
+    }
 }
 
 impl Nic {
@@ -372,6 +389,7 @@ impl Nic {
             srqs: Table::new(config.attrs.max_srq.min(hw::MAX_QUEUE_NUM + 1)),
             doorbells: 0,
             events_posted: 0,
+            atomics: [0; 2],
             db_page_writes: [0; hw::DB_PAGES as usize],
             bus_master: false,
             deferred_events: VecDeque::new(),
@@ -444,6 +462,7 @@ impl Nic {
                 self.cqs.counts().1,
                 self.qps.counts().1,
             ],
+            atomics: self.atomics,
             doorbells: self.doorbells,
             commands: self.commands_completed,
             events: self.events_posted,
@@ -467,6 +486,7 @@ impl Nic {
         fresh.counters = self.counters;
         fresh.mr_gen = self.mr_gen;
         fresh.db_page_writes = self.db_page_writes;
+        fresh.atomics = self.atomics;
         fresh.pds.keep_counts(&self.pds);
         fresh.mrs.keep_counts(&self.mrs);
         fresh.cqs.keep_counts(&self.cqs);

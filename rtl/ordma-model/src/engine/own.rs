@@ -95,7 +95,10 @@ impl Nic {
                 | packet::READ_RESPONSE_MIDDLE
                 | packet::READ_RESPONSE_LAST
                 | packet::READ_RESPONSE_ONLY
-                | packet::ACKNOWLEDGE => self.on_answer(lid, &o.pkt, &o.body, o.count, mem, irq),
+                | packet::ACKNOWLEDGE
+                | packet::ATOMIC_ACKNOWLEDGE => {
+                    self.on_answer(lid, &o.pkt, &o.body, o.count, mem, irq)
+                }
                 _ => self.on_request(lid, &o.pkt, o.body, o.count, mem, irq),
             }
         }

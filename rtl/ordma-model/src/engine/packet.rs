@@ -1,5 +1,6 @@
 //! The RC transport's packets: IB base transport header (BTH) and the extended headers RC
-//! uses (RETH, AETH, ImmDt), as the IBTA specification lays them out on the wire
+//! uses (RETH, AtomicETH, AETH, AtomicAckETH, ImmDt), as the IBTA specification lays them
+//! out on the wire
 //! (big-endian; Linux's soft-RoCE has them in `drivers/infiniband/sw/rxe/rxe_hdr.h`).
 //!
 //! Inside one NIC (loopback) the roles pass the decoded [`Packet`] and a reference to the
@@ -42,6 +43,12 @@ pub const READ_RESPONSE_LAST: u8 = 0x0f;
 pub const READ_RESPONSE_ONLY: u8 = 0x10;
 /// BTH opcode: RC ACKNOWLEDGE.
 pub const ACKNOWLEDGE: u8 = 0x11;
+/// BTH opcode: RC ATOMIC ACKNOWLEDGE (the original value of an atomic's word).
+pub const ATOMIC_ACKNOWLEDGE: u8 = 0x12;
+/// BTH opcode: RC COMPARE SWAP.
+pub const COMPARE_SWAP: u8 = 0x13;
+/// BTH opcode: RC FETCH ADD.
+pub const FETCH_ADD: u8 = 0x14;
 
 /// Bytes of a BTH.
 pub const BTH_LEN: usize = 12;
@@ -51,24 +58,62 @@ pub const RETH_LEN: usize = 16;
 pub const AETH_LEN: usize = 4;
 /// Bytes of an ImmDt.
 pub const IMM_LEN: usize = 4;
+/// Bytes of an AtomicETH.
+pub const ATOMIC_ETH_LEN: usize = 28;
+/// Bytes of an AtomicAckETH.
+pub const ATOMIC_ACK_LEN: usize = 8;
 
 /// PSNs are 24 bits.
 pub const PSN_MASK: u32 = 0x00ff_ffff;
 
-/// Which extended headers an RC opcode carries: (RETH, AETH, ImmDt); `None` for an opcode
-/// that is not RC's.
-pub const fn headers(opcode: u8) -> Option<(bool, bool, bool)> {
+/// The extended headers an opcode carries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ext {
+    /// RETH.
+    pub reth: bool,
+    /// AETH.
+    pub aeth: bool,
+    /// ImmDt.
+    pub imm: bool,
+    /// AtomicETH.
+    pub atomic: bool,
+    /// AtomicAckETH.
+    pub atomic_ack: bool,
+}
+
+impl Ext {
+    const fn of(reth: bool, aeth: bool, imm: bool) -> Self {
+        Self {
+            reth,
+            aeth,
+            imm,
+            atomic: false,
+            atomic_ack: false,
+        }
+    }
+}
+
+/// Which extended headers an RC opcode carries; `None` for an opcode that is not RC's.
+pub const fn headers(opcode: u8) -> Option<Ext> {
     Some(match opcode {
         SEND_FIRST | SEND_MIDDLE | SEND_LAST | SEND_ONLY | WRITE_MIDDLE | WRITE_LAST => {
-            (false, false, false)
+            Ext::of(false, false, false)
         }
-        SEND_LAST_IMM | SEND_ONLY_IMM | WRITE_LAST_IMM => (false, false, true),
-        WRITE_FIRST | WRITE_ONLY | READ_REQUEST => (true, false, false),
-        WRITE_ONLY_IMM => (true, false, true),
+        SEND_LAST_IMM | SEND_ONLY_IMM | WRITE_LAST_IMM => Ext::of(false, false, true),
+        WRITE_FIRST | WRITE_ONLY | READ_REQUEST => Ext::of(true, false, false),
+        WRITE_ONLY_IMM => Ext::of(true, false, true),
         READ_RESPONSE_FIRST | READ_RESPONSE_LAST | READ_RESPONSE_ONLY | ACKNOWLEDGE => {
-            (false, true, false)
+            Ext::of(false, true, false)
         }
-        READ_RESPONSE_MIDDLE => (false, false, false),
+        READ_RESPONSE_MIDDLE => Ext::of(false, false, false),
+        ATOMIC_ACKNOWLEDGE => Ext {
+            atomic_ack: true,
+            ..Ext::of(false, true, false)
+        },
+        COMPARE_SWAP | FETCH_ADD => Ext {
+            atomic: true,
+            ..Ext::of(false, false, false)
+        },
         _ => return None,
     })
 }
@@ -105,6 +150,19 @@ pub struct Reth {
     pub rkey: u32,
     /// Bytes of the whole message.
     pub dma_len: u32,
+}
+
+/// The atomic extended transport header (COMPARE SWAP, FETCH ADD).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AtomicEth {
+    /// Virtual address of the 64-bit word at the responder.
+    pub va: u64,
+    /// The responder's MR key.
+    pub rkey: u32,
+    /// The value written if equal (COMPARE SWAP) or added (FETCH ADD).
+    pub swap_add: u64,
+    /// The value compared (COMPARE SWAP; zero for FETCH ADD).
+    pub compare: u64,
 }
 
 /// A NAK's code (the AETH syndrome's low five bits with `0b011` above them).
@@ -190,6 +248,10 @@ pub struct Packet {
     pub aeth: Option<Aeth>,
     /// Immediate data, the four bytes as on the wire (and as the WQE and CQE hold them).
     pub imm: Option<[u8; 4]>,
+    /// AtomicETH, for COMPARE SWAP and FETCH ADD.
+    pub atomic: Option<AtomicEth>,
+    /// AtomicAckETH, for ATOMIC ACKNOWLEDGE: the word's value before the atomic.
+    pub atomic_ack: Option<u64>,
 }
 
 fn be(b: &[u8], off: usize, n: usize) -> Option<u64> {
@@ -204,9 +266,12 @@ impl Packet {
             + self.reth.map_or(0, |_| RETH_LEN)
             + self.aeth.map_or(0, |_| AETH_LEN)
             + self.imm.map_or(0, |_| IMM_LEN)
+            + self.atomic.map_or(0, |_| ATOMIC_ETH_LEN)
+            + self.atomic_ack.map_or(0, |_| ATOMIC_ACK_LEN)
     }
 
-    /// Appends the headers in wire order (BTH, RETH, AETH, ImmDt) to `out`.
+    /// Appends the headers in wire order (BTH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt)
+    /// to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let b = &self.bth;
         out.push(b.opcode);
@@ -226,9 +291,18 @@ impl Packet {
             out.extend_from_slice(&r.rkey.to_be_bytes());
             out.extend_from_slice(&r.dma_len.to_be_bytes());
         }
+        if let Some(a) = self.atomic {
+            out.extend_from_slice(&a.va.to_be_bytes());
+            out.extend_from_slice(&a.rkey.to_be_bytes());
+            out.extend_from_slice(&a.swap_add.to_be_bytes());
+            out.extend_from_slice(&a.compare.to_be_bytes());
+        }
         if let Some(a) = self.aeth {
             out.push(a.syndrome.encode());
             out.extend_from_slice(&(a.msn & PSN_MASK).to_be_bytes()[1..]);
+        }
+        if let Some(v) = self.atomic_ack {
+            out.extend_from_slice(&v.to_be_bytes());
         }
         if let Some(i) = self.imm {
             out.extend_from_slice(&i);
@@ -241,7 +315,7 @@ impl Packet {
     pub fn decode(b: &[u8]) -> Option<(Self, usize)> {
         let opcode = *b.first()?;
         let flags = *b.get(1)?;
-        let (has_reth, has_aeth, has_imm) = headers(opcode)?;
+        let ext = headers(opcode)?;
         // CAST: `be` of n bytes fits the narrower types below.
         let bth = Bth {
             opcode,
@@ -259,7 +333,7 @@ impl Packet {
             bth,
             ..Default::default()
         };
-        if has_reth {
+        if ext.reth {
             p.reth = Some(Reth {
                 va: be(b, off, 8)?,
                 rkey: be(b, off + 8, 4)? as u32,
@@ -267,14 +341,27 @@ impl Packet {
             });
             off += RETH_LEN;
         }
-        if has_aeth {
+        if ext.atomic {
+            p.atomic = Some(AtomicEth {
+                va: be(b, off, 8)?,
+                rkey: be(b, off + 8, 4)? as u32,
+                swap_add: be(b, off + 12, 8)?,
+                compare: be(b, off + 20, 8)?,
+            });
+            off += ATOMIC_ETH_LEN;
+        }
+        if ext.aeth {
             p.aeth = Some(Aeth {
                 syndrome: Syndrome::decode(*b.get(off)?)?,
                 msn: be(b, off + 1, 3)? as u32,
             });
             off += AETH_LEN;
         }
-        if has_imm {
+        if ext.atomic_ack {
+            p.atomic_ack = Some(be(b, off, 8)?);
+            off += ATOMIC_ACK_LEN;
+        }
+        if ext.imm {
             let mut i = [0u8; 4];
             i.copy_from_slice(b.get(off..off + IMM_LEN)?);
             p.imm = Some(i);
@@ -295,8 +382,8 @@ mod tests {
 
     #[test]
     fn every_opcode_round_trips() {
-        for opcode in 0..=0x11u8 {
-            let (reth, aeth, imm) = headers(opcode).unwrap();
+        for opcode in 0..=0x14u8 {
+            let ext = headers(opcode).unwrap();
             let p = Packet {
                 bth: Bth {
                     opcode,
@@ -309,16 +396,23 @@ mod tests {
                     ack_req: opcode % 3 == 0,
                     psn: 0xab_cdef,
                 },
-                reth: reth.then_some(Reth {
+                reth: ext.reth.then_some(Reth {
                     va: 0x0102_0304_0506_0708,
                     rkey: 0xdead_beef,
                     dma_len: 0x8000_0001,
                 }),
-                aeth: aeth.then_some(Aeth {
+                aeth: ext.aeth.then_some(Aeth {
                     syndrome: Syndrome::Nak(NakCode::RemoteAccess),
                     msn: 0xfe_dcba,
                 }),
-                imm: imm.then_some([1, 2, 3, 4]),
+                imm: ext.imm.then_some([1, 2, 3, 4]),
+                atomic: ext.atomic.then_some(AtomicEth {
+                    va: 0x0102_0304_0506_0708,
+                    rkey: 0x1122_3344,
+                    swap_add: 0x5566_7788_99aa_bbcc,
+                    compare: 0xddee_ff00_1122_3344,
+                }),
+                atomic_ack: ext.atomic_ack.then_some(0x8877_6655_4433_2211),
             };
             let mut b = Vec::new();
             p.encode(&mut b);
@@ -326,7 +420,8 @@ mod tests {
             assert_eq!(Packet::decode(&b), Some((p, b.len())), "opcode {opcode:#x}");
             assert_eq!(Packet::decode(&b[..b.len() - 1]), None, "short");
         }
-        assert_eq!(Packet::decode(&[0x12; 40]), None, "UC/RD/UD opcodes");
+        assert_eq!(Packet::decode(&[0x15; 40]), None, "RC's reserved opcodes");
+        assert_eq!(Packet::decode(&[0x64; 40]), None, "UD's");
     }
 
     #[test]
@@ -370,5 +465,57 @@ mod tests {
         }
         assert_eq!(Syndrome::decode(0x40), None);
         assert_eq!(Syndrome::decode(0x64), None);
+    }
+
+    #[test]
+    fn atomic_headers_are_the_ib_layout() {
+        let req = Packet {
+            bth: Bth {
+                opcode: COMPARE_SWAP,
+                pkey: 0xffff,
+                dest_qp: 2,
+                ack_req: true,
+                psn: 7,
+                ..Default::default()
+            },
+            atomic: Some(AtomicEth {
+                va: 0x1000,
+                rkey: 0x0102,
+                swap_add: 0x0a0b,
+                compare: 0x0c0d,
+            }),
+            ..Default::default()
+        };
+        let mut b = Vec::new();
+        req.encode(&mut b);
+        assert_eq!(b.len(), BTH_LEN + 28);
+        assert_eq!(
+            &b[BTH_LEN..],
+            &[
+                0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0, 0, 0x0a, 0x0b, 0, 0, 0, 0, 0,
+                0, 0x0c, 0x0d
+            ],
+            "VA, R_Key, swap (add) data, compare data, big-endian"
+        );
+        let ack = Packet {
+            bth: Bth {
+                opcode: ATOMIC_ACKNOWLEDGE,
+                ..req.bth
+            },
+            aeth: Some(Aeth {
+                syndrome: Syndrome::Ack(0x1f),
+                msn: 3,
+            }),
+            atomic_ack: Some(0x0102_0304_0506_0708),
+            ..Default::default()
+        };
+        let mut b = Vec::new();
+        ack.encode(&mut b);
+        assert_eq!(
+            &b[BTH_LEN..],
+            &[0x1f, 0, 0, 3, 1, 2, 3, 4, 5, 6, 7, 8],
+            "AETH, then the value"
+        );
+        assert_eq!(Packet::decode(&b), Some((ack, b.len())));
     }
 }

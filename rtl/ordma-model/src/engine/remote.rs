@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use ordma_hw as hw;
 use tracing::debug;
 
+use super::atomic::Replay;
 use super::completer::read_packets;
 use super::counters::{bounded_warn, Anomaly};
 use super::data::{Data, Pos};
@@ -36,6 +37,8 @@ pub(super) struct Remote {
     inb: Inbound,
     /// Responder: a PSN sequence NAK was sent; no other until the expected PSN comes.
     nak_sent: bool,
+    /// Responder: the answers of the last atomics, for duplicates.
+    pub(super) atomics: Replay,
 }
 
 /// Every QP's wire state, by QPN (hashed as it is: QPNs are small table indices).
@@ -141,7 +144,8 @@ impl Nic {
             | packet::READ_RESPONSE_MIDDLE
             | packet::READ_RESPONSE_LAST
             | packet::READ_RESPONSE_ONLY
-            | packet::ACKNOWLEDGE => self.on_answer(f.slid, &f.packet, &body, 1, mem, irq),
+            | packet::ACKNOWLEDGE
+            | packet::ATOMIC_ACKNOWLEDGE => self.on_answer(f.slid, &f.packet, &body, 1, mem, irq),
             _ => self.on_request(f.slid, &f.packet, body, 1, mem, irq),
         }
     }
@@ -203,7 +207,9 @@ impl Nic {
         if d != 0 {
             if d >= 1 << 23 {
                 // A duplicate: done already; never executed twice.
-                if pkt.bth.opcode == packet::READ_REQUEST {
+                if matches!(pkt.bth.opcode, packet::COMPARE_SWAP | packet::FETCH_ADD) {
+                    self.atomic_replay(qpn, dlid, pkt);
+                } else if pkt.bth.opcode == packet::READ_REQUEST {
                     let reth = pkt.reth.unwrap_or_default();
                     let len = u64::from(reth.dma_len);
                     let gated = self.gate(mem);
@@ -230,6 +236,7 @@ impl Nic {
         };
         let n = body.len();
         let mut pos = Pos::default();
+        // (An atomic's payload, which it should not have, is ignored as a READ's is.)
         let payload = (pkt.bth.opcode != packet::READ_REQUEST).then_some((&body, &mut pos, n));
         let answer = if count > 1 && pkt.bth.opcode == packet::WRITE_MIDDLE {
             self.deliver_middles(peer, qpn, pkt.bth.psn, count, payload, &mut inb, mem, irq)
@@ -251,6 +258,12 @@ impl Nic {
             Answer::Read(data) => {
                 let len = u64::from(pkt.reth.unwrap_or_default().dma_len);
                 self.read_answer(qpn, dlid, pkt.bth.psn, data, len, mem);
+            }
+            Answer::Atomic(old) => {
+                if let Some(qp) = self.qp(qpn).copied() {
+                    let a = self.atomic_ack(&qp, psn, old);
+                    self.emit(dlid, qpn, &a, &[]);
+                }
             }
             Answer::Rnr(t) => self.emit(dlid, qpn, &ack(psn, Syndrome::Rnr(t), msn), &[]),
             Answer::Nak(c) => self.emit(dlid, qpn, &ack(psn, Syndrome::Nak(c), msn), &[]),

@@ -42,15 +42,20 @@ pub(super) fn wc_opcode(op: u8) -> u8 {
     match op {
         hw::WR_RDMA_WRITE | hw::WR_RDMA_WRITE_IMM => hw::WC_RDMA_WRITE,
         hw::WR_RDMA_READ => hw::WC_RDMA_READ,
+        hw::WR_ATOMIC_CMP_AND_SWP => hw::WC_COMP_SWAP,
+        hw::WR_ATOMIC_FETCH_AND_ADD => hw::WC_FETCH_ADD,
         _ => hw::WC_SEND,
     }
 }
 
-/// A checked send WQE, its local data translated.
+/// A checked send WQE, its local data translated (an atomic's: where the word's old
+/// value goes, 8 bytes).
 pub(super) struct Request {
     pub(super) wqe: hw::SendWqe,
     pub(super) data: Data,
     pub(super) len: u64,
+    /// An atomic's operands.
+    pub(super) atomic: Option<hw::AtomicSeg>,
 }
 
 /// The BTH opcode of packet `i` of `n` of a SEND or WRITE message.
@@ -121,10 +126,15 @@ impl Nic {
         let wqe = hw::SendWqe::decode(raw).ok_or(op_err)?;
         let inline = wqe.flags & hw::WQE_FLAG_INLINE != 0;
         let read = wqe.opcode == hw::WR_RDMA_READ;
-        if wqe.opcode > hw::WR_RDMA_READ
+        let atomic = hw::is_atomic(wqe.opcode);
+        if wqe.opcode > hw::WR_ATOMIC_FETCH_AND_ADD
             || wqe.flags & !hw::WQE_FLAGS != 0
             || wqe.num_sge > qp.max_send_sge
-            || (inline && (read || wqe.num_sge != 0 || wqe.inline_len > u32::from(qp.max_inline)))
+            || (inline
+                && (read
+                    || atomic
+                    || wqe.num_sge != 0
+                    || wqe.inline_len > u32::from(qp.max_inline)))
             || (!inline && wqe.inline_len != 0)
         {
             return Err(op_err);
@@ -137,13 +147,35 @@ impl Nic {
                 wqe,
                 len: u64::from(wqe.inline_len),
                 data: Data::Inline(bytes),
+                atomic: None,
             });
         }
-        let access = if read { hw::ACCESS_LOCAL_WRITE } else { 0 };
+        // An atomic's segment; its SGEs behind it, which the slot must hold.
+        let seg = if atomic {
+            let seg = hw::AtomicSeg::decode_from(raw).ok_or(op_err)?;
+            if wqe.opcode == hw::WR_ATOMIC_FETCH_AND_ADD && seg.swap != 0 {
+                return Err(op_err);
+            }
+            Some(seg)
+        } else {
+            None
+        };
+        let sge_at = |i| {
+            if atomic {
+                hw::SendWqe::atomic_sge_offset(i)
+            } else {
+                hw::SendWqe::sge_offset(i)
+            }
+        };
+        let access = if read || atomic {
+            hw::ACCESS_LOCAL_WRITE
+        } else {
+            0
+        };
         let mut len = 0u64;
         let mut data = Data::empty();
         for i in 0..usize::from(wqe.num_sge) {
-            let sge = hw::Sge::decode_from(raw, hw::SendWqe::sge_offset(i)).ok_or(op_err)?;
+            let sge = hw::Sge::decode_from(raw, sge_at(i)).ok_or(op_err)?;
             if sge.length == 0 {
                 continue;
             }
@@ -163,7 +195,16 @@ impl Nic {
                 .map_err(|_| (hw::WC_LOC_PROT_ERR, 0))?;
             data.append(p);
         }
-        Ok(Request { wqe, data, len })
+        if atomic && len != u64::from(hw::ATOMIC_SIZE) {
+            // The old value is 8 bytes: the local buffers hold exactly that.
+            return Err((hw::WC_LOC_LEN_ERR, 0));
+        }
+        Ok(Request {
+            wqe,
+            data,
+            len,
+            atomic: seg,
+        })
     }
 
     /// Reads send WQE `index` of QP `qpn` (a copy of it in `qp`) from its ring and checks it

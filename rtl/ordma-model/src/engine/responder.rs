@@ -1,6 +1,7 @@
 //! The RC engine's responder (soft-RoCE's `rxe_resp.c`): executes request packets against
-//! its QP's receive queue and MRs and answers ACK, RNR NAK, NAK or (READ) the data for the
-//! read responses. Receive CQEs are written here.
+//! its QP's receive queue and MRs and answers ACK, RNR NAK, NAK, (READ) the data for the
+//! read responses or (atomics, [`super::atomic`]) the old value. Receive CQEs are written
+//! here.
 
 use ordma_hw as hw;
 use tracing::debug;
@@ -101,9 +102,12 @@ impl Nic {
                     None => self.access_error(qpn, mem, irq),
                 }
             }
+            packet::COMPARE_SWAP | packet::FETCH_ADD => {
+                self.atomic_request(qpn, &qp, pkt, mem, irq)
+            }
             _ => Answer::Nak(NakCode::InvalidRequest),
         };
-        if matches!(answer, Answer::Ack | Answer::Read(_)) {
+        if matches!(answer, Answer::Ack | Answer::Read(_) | Answer::Atomic(_)) {
             if let Some(q) = self.qp_mut(qpn) {
                 // CAST: PSN arithmetic is mod 2^24.
                 q.attr.rq_psn = packet::psn_add(q.attr.rq_psn, advance as u32);
@@ -195,7 +199,7 @@ impl Nic {
     }
 
     /// One more message done at QP `qpn` (the AETH's MSN).
-    fn message_done(&mut self, qpn: u32) {
+    pub(super) fn message_done(&mut self, qpn: u32) {
         if let Some(q) = self.qp_mut(qpn) {
             q.dp.msn = packet::psn_add(q.dp.msn, 1);
         }
@@ -223,7 +227,7 @@ impl Nic {
     }
 
     /// A remote access violation at QP `qpn`: `ERR`, `QP_ACCESS_ERR`, NAK.
-    fn access_error(&mut self, qpn: u32, mem: &dyn Dma, irq: &dyn Interrupts) -> Answer {
+    pub(super) fn access_error(&mut self, qpn: u32, mem: &dyn Dma, irq: &dyn Interrupts) -> Answer {
         debug!(qpn, "remote access error");
         self.enter_error(qpn, mem, irq);
         self.post_event(hw::EVENT_QP_ACCESS_ERR, qpn, 0, mem, irq);

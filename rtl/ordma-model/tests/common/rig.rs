@@ -265,7 +265,9 @@ impl Rig {
     ) {
         let mut a = hw::QpAttr {
             path_mtu: hw::MTU_4096,
-            qp_access_flags: hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_READ,
+            qp_access_flags: hw::ACCESS_REMOTE_WRITE
+                | hw::ACCESS_REMOTE_READ
+                | hw::ACCESS_REMOTE_ATOMIC,
             port_num: 1,
             dest_qp_num: dest,
             rq_psn,
@@ -394,7 +396,13 @@ impl Rig {
         let big: Vec<u64> = BIG_PAGES.iter().map(|p| BIG_PHYS + p * 0x20_0000).collect();
         rig.big = rig.mr(BIG_VA, 16 << 20, 21, &big, all);
         let small: Vec<u64> = (0..64).map(|i| SMALL_PHYS + small_page(i) * 4096).collect();
-        rig.small = rig.mr(SMALL_VA, 64 * 4096, 12, &small, all);
+        rig.small = rig.mr(
+            SMALL_VA,
+            64 * 4096,
+            12,
+            &small,
+            all | hw::ACCESS_REMOTE_ATOMIC,
+        );
         rig.ro = rig.mr(RO_VA, 64 * 4096, 12, &small, hw::ACCESS_LOCAL_WRITE);
         rig.scq = rig.cq(RINGS, BUF + 0x800);
         rig.rcq = rig.cq(RINGS + 0x1_0000, BUF + 0x808);
@@ -469,6 +477,44 @@ impl Rig {
         }
         let at = hw::SendWqe::sge_offset(0);
         b[at..at + inline.len()].copy_from_slice(inline);
+        let slot = u64::from(q.sq_pi % (1 << SQ_LOG));
+        let idx = q.sq_pi;
+        self.mem.dma_write(q.sq + (slot << SQ_WQE_LOG), &b).unwrap();
+        q.sq_pi = q.sq_pi.wrapping_add(1);
+        idx
+    }
+
+    /// Writes an atomic WQE on `which` QP's SQ (without a doorbell): its atomic segment
+    /// `seg`, its SGEs behind it; its index.
+    #[allow(clippy::too_many_arguments, reason = "a WQE's fields")]
+    pub fn put_atomic(
+        &mut self,
+        which: char,
+        opcode: u8,
+        flags: u8,
+        va: u64,
+        rkey: u32,
+        seg: hw::AtomicSeg,
+        sges: &[hw::Sge],
+    ) -> u16 {
+        let q = if which == 'a' {
+            &mut self.a
+        } else {
+            &mut self.b
+        };
+        let w = hw::SendWqe {
+            opcode,
+            flags,
+            num_sge: sges.len() as u8,
+            remote_addr: va,
+            rkey,
+            ..Default::default()
+        };
+        let mut b = vec![0u8; 1 << SQ_WQE_LOG];
+        assert!(w.encode_into(&mut b) && seg.encode_into(&mut b));
+        for (i, s) in sges.iter().enumerate() {
+            assert!(s.encode_into(&mut b, hw::SendWqe::atomic_sge_offset(i)));
+        }
         let slot = u64::from(q.sq_pi % (1 << SQ_LOG));
         let idx = q.sq_pi;
         self.mem.dma_write(q.sq + (slot << SQ_WQE_LOG), &b).unwrap();

@@ -64,6 +64,16 @@ pub(crate) enum NodeType {
     IbCa,
 }
 
+/// What the device's atomics are atomic with respect to (`enum ib_atomic_cap`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum AtomicCap {
+    /// The device does no atomics (`IB_ATOMIC_NONE`).
+    #[default]
+    None,
+    /// Atomic with respect to every other atomic of this device (`IB_ATOMIC_HCA`).
+    Hca,
+}
+
 /// What the device reports, in ib_core's terms.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct DeviceAttr {
@@ -115,6 +125,8 @@ pub(crate) struct DeviceAttr {
     pub(crate) max_qp_rd_atom: u32,
     /// Outstanding RDMA reads and atomics per QP, as initiator.
     pub(crate) max_qp_init_rd_atom: u32,
+    /// The atomics' atomicity.
+    pub(crate) atomic_cap: AtomicCap,
 }
 
 /// Who asks for a new object: a user process through uverbs, or a kernel client.
@@ -335,6 +347,10 @@ impl DeviceAttr {
         attr.max_srq = self.max_srq;
         attr.max_srq_wr = self.max_srq_wr;
         attr.max_srq_sge = self.max_srq_sge;
+        attr.atomic_cap = match self.atomic_cap {
+            AtomicCap::None => super::bindings::ib_atomic_cap_IB_ATOMIC_NONE,
+            AtomicCap::Hca => super::bindings::ib_atomic_cap_IB_ATOMIC_HCA,
+        };
     }
 }
 

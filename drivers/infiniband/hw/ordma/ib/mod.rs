@@ -28,8 +28,8 @@ mod umem;
 pub(crate) use cq::CqInit;
 pub(crate) use device::Registration;
 pub(crate) use driver::{
-    Caller, CqObject, DeviceAttr, Driver, MrObject, NodeType, PortAttr, PortDesc, PortProtocol,
-    QpObject, SrqObject,
+    AtomicCap, Caller, CqObject, DeviceAttr, Driver, MrObject, NodeType, PortAttr, PortDesc,
+    PortProtocol, QpObject, SrqObject,
 };
 pub(crate) use event::{EventSink, QpEvent, SrqEvent};
 pub(crate) use mr::MrKeys;
