@@ -13,6 +13,8 @@
 #   polling and with -e (its -c writes and checks one zero byte per page of a zeroed
 #   buffer: no byte check; verbs-data's above is);
 # - perftest's ib_send_bw --use-srq, unmodified, with its result line;
+# - rdma-core's own tests/test_srq.py (pyverbs; run_tests.py --dev ordma0): traffic through
+#   an SRQ and the limit event pass, the resize test skips itself;
 # - a process killed with SIGKILL holding 2 SRQs with QPs and posted WQEs leaves nothing on
 #   the NIC, and the NIC holds no PD, MR, CQ, QP or SRQ afterwards.
 # nics: 1
@@ -45,6 +47,17 @@ echo "ok: ibv_srq_pingpong on ordma0, polling and with -e"
 pair_run "ib_send_bw --use-srq" 18610 ib_send_bw -d ordma0 -F --use-srq -n 200 -s 65536 -- ib_send_bw -d ordma0 -F --use-srq -n 200 -s 65536
 grep -Eq '^ *65536 +200 ' /tmp/cli.out || fail "ib_send_bw --use-srq: no result line for 65536 B x 200"
 echo "ok: ib_send_bw --use-srq on ordma0"
+
+# rdma-core's own SRQ tests (pyverbs, as Debian installs them, compressed): SRQ traffic
+# and the limit event pass; the resize test skips itself (no IBV_DEVICE_SRQ_RESIZE).
+rm -rf /tmp/tests && cp -r /usr/share/doc/rdma-core/tests /tmp/tests && gunzip -f /tmp/tests/*.gz
+(cd /tmp && timeout 300 python3 /tmp/tests/run_tests.py --dev ordma0 -v -k SrqTestCase) >/tmp/rc-tests.out 2>&1 ||
+	{ cat /tmp/rc-tests.out; fail "rdma-core's SrqTestCase"; }
+cat /tmp/rc-tests.out
+grep -q "^Ran 3 tests" /tmp/rc-tests.out && grep -q "^OK (skipped=1)" /tmp/rc-tests.out &&
+	grep -q "test_modify_srq_limit.*ok$\|^Test IBV_SRQ_LIMIT modification. ... ok" /tmp/rc-tests.out ||
+	fail "rdma-core's SrqTestCase: not 2 passed and the resize skipped"
+echo "ok: rdma-core's test_srq.py (traffic, the limit event; resize skipped)"
 
 # A process killed while it holds SRQs (with QPs on them and WQEs posted): uverbs destroys
 # its QPs, then its SRQs, on the NIC.

@@ -13,7 +13,8 @@
  *               then 0; a receiving QP moved to ERR -> IBV_EVENT_QP_LAST_WQE_REACHED for it,
  *               and the SRQ's WQEs left still reach the other QP
  *   srq-errnos  exact errnos: max_wr 0 or above max_srq_wr, max_sge above max_srq_sge
- *               (EINVAL); max_wr 4096 (UCX's) answered 8191; a limit above max_wr
+ *               (EINVAL); max_wr 4096 (UCX's) answered 8191; ibv_create_srq_ex basic
+ *               (works) and tag matching (EOPNOTSUPP); a limit above max_wr
  *               (EINVAL), a resize (EOPNOTSUPP); too many SGEs (EINVAL, bad_wr), max_wr + 1
  *               WQEs (ENOMEM); ibv_post_recv on a QP on an SRQ (EINVAL); destroying an SRQ a
  *               QP uses (EBUSY); max_srq SRQs, then ENOMEM
@@ -497,6 +498,31 @@ void check_srq_errnos(void)
 	expect_errno("ibv_modify_srq an unknown mask bit", ibv_modify_srq(srq, &a, 1 << 7), EINVAL);
 	if (ibv_destroy_srq(srq))
 		die("ibv_destroy_srq");
+	/* ibv_create_srq_ex: a basic SRQ (libibverbs makes it an ibv_create_srq); XRC, not. */
+	struct ibv_srq_init_attr_ex sx = {
+		.attr = { .max_wr = 100, .max_sge = 3 },
+		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD,
+		.srq_type = IBV_SRQT_BASIC,
+		.pd = pd,
+	};
+	srq = ibv_create_srq_ex(ctx, &sx);
+	if (!srq || sx.attr.max_wr < 100 || sx.attr.max_sge < 3)
+		FAIL("ibv_create_srq_ex (basic): %s, max_wr %u max_sge %u", srq ? "made" : strerror(errno),
+		     sx.attr.max_wr, sx.attr.max_sge);
+	else
+		printf("ok ibv_create_srq_ex of type IBV_SRQT_BASIC: max_wr %u, max_sge %u\n", sx.attr.max_wr,
+		       sx.attr.max_sge);
+	if (srq && ibv_destroy_srq(srq))
+		die("ibv_destroy_srq");
+	sx.comp_mask |= IBV_SRQ_INIT_ATTR_CQ;
+	sx.cq = cq;
+	sx.srq_type = IBV_SRQT_TM;
+	sx.tm_cap.max_num_tags = 1;
+	errno = 0;
+	srq = ibv_create_srq_ex(ctx, &sx);
+	expect_errno("ibv_create_srq_ex of type IBV_SRQT_TM", srq ? 0 : errno, EOPNOTSUPP);
+	if (srq)
+		ibv_destroy_srq(srq);
 
 	/* Posting: SGEs and the depth. */
 	sa.attr = (struct ibv_srq_attr){ .max_wr = 3, .max_sge = 1 };
