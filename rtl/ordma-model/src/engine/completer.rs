@@ -187,7 +187,8 @@ impl Nic {
         }
     }
 
-    fn retry_now(&mut self, qpn: u32, mem: &dyn Dma, irq: &dyn Interrupts) {
+    /// QP `qpn`'s RNR wait is over: it sends again now.
+    pub(super) fn retry_now(&mut self, qpn: u32, mem: &dyn Dma, irq: &dyn Interrupts) {
         if let Some(q) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) {
             q.dp.rnr_wait = None;
         }

@@ -199,14 +199,23 @@ impl Nic {
         }
         srq.wq.pi = pi;
         self.doorbells += 1;
-        let attached: Vec<u32> = self
+        // One pass over the QPs: those waiting for an RNR retry towards a QP of this NIC
+        // that is attached to this SRQ.
+        let lid = self.config.lid;
+        let waiting: Vec<u32> = self
             .qps
             .iter()
-            .filter(|(_, q)| q.srqn == Some(srqn))
+            .filter(|(_, q)| {
+                q.dp.rnr_wait.is_some()
+                    && q.attr.ah.dlid == lid
+                    && self
+                        .qp(q.attr.dest_qp_num)
+                        .is_some_and(|d| d.srqn == Some(srqn))
+            })
             .map(|(i, _)| i + hw::QPN_FIRST)
             .collect();
-        for qpn in attached {
-            self.rnr_wake(qpn, mem, irq);
+        for qpn in waiting {
+            self.retry_now(qpn, mem, irq);
         }
     }
 
