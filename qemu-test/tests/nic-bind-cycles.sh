@@ -14,8 +14,9 @@ fail() { echo "FAIL: $*"; exit 1; }
 D=/sys/bus/pci/drivers/ordma
 devs=$(cd $D && ls -d 0000:*)
 [ "$(echo "$devs" | wc -w)" = 2 ] || fail "expected two bound NICs, got: $devs"
+source /ordma/src/qemu-test/progs/debug-kernel.sh
 cycles=20
-! dmesg | grep -q "KernelAddressSanitizer initialized" || cycles=5
+! debug_kernel || cycles=5
 # Each probe succeeds in full: bound, with its ib_device registered (the probe's last step);
 # each unbind removes both.
 for i in $(seq $cycles); do
