@@ -4,7 +4,7 @@
 //! A QP's send and receive queues are rings of WQEs in host memory (page lists). The QP is
 //! bound to the doorbell page of the context that created it, and so are its CQs: the NIC
 //! takes its doorbells from that page only. QP numbers are table index + `QPN_FIRST` (0 and
-//! 1 are the IB special QPs'). RC only in 1.1; the layout keeps room for UD and SRQs.
+//! 1 are the IB special QPs'). RC and (1.2) UC; the layout keeps room for UD and SRQs.
 
 use ordma_hw as hw;
 use tracing::debug;
@@ -153,7 +153,7 @@ impl Nic {
         } else {
             p.max_recv_sge == 0
         };
-        if p.qp_type != hw::QP_TYPE_RC
+        if !matches!(p.qp_type, hw::QP_TYPE_RC | hw::QP_TYPE_UC)
             || p.flags != 0
             || page >= hw::DB_PAGES
             || self.pds.get_index(p.pdn).is_none()
