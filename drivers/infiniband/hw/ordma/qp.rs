@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Queue pairs (RC): send and receive rings in the user's memory, pinned here and given to
+//! Queue pairs (RC and UC): send and receive rings in the user's memory, pinned here and given to
 //! the NIC with `CREATE_QP`; the IB state machine, checked here by ib_core's own table and
 //! the NIC's value rules before `MODIFY_QP`, and held by the NIC (`hardware.md`, "Queue
 //! pairs").
@@ -41,6 +41,8 @@ pub(crate) struct Qp<'bound> {
     qpn: u32,
     /// The doorbell page it takes its SQ and RQ doorbells from.
     db_page: u32,
+    /// RC or UC: the state table its modifies follow.
+    qp_type: ib::QpType,
     caps: ib::QpCaps,
     max_mtu: u8,
     /// The state as last set or queried (the NIC may have moved it to `ERR` since); the
@@ -96,7 +98,7 @@ impl<'bound> Qp<'bound> {
     ///
     /// # Errors
     ///
-    /// `EOPNOTSUPP` for a type other than RC, an SRQ, create flags, unknown `comp_mask`
+    /// `EOPNOTSUPP` for a type other than RC and UC, an SRQ, create flags, unknown `comp_mask`
     /// bits; `EINVAL` for capabilities beyond the device's or the rings' (`uapi.md`), a
     /// misaligned ring; the pinning's errors; `ENOMEM` when the NIC has no free QP; `EIO`,
     /// `ETIMEDOUT` from a dead or silent NIC.
@@ -112,7 +114,12 @@ impl<'bound> Qp<'bound> {
         pages: &ib::UserPages<'_>,
         udata: &ib::Udata<'_>,
     ) -> Result<impl PinInit<Self, Error> + 'bound> {
-        if init.qp_type != ib::QpType::Rc || init.has_srq || init.create_flags != 0 {
+        let qp_type = match init.qp_type {
+            ib::QpType::Rc => hw::QP_TYPE_RC,
+            ib::QpType::Uc => hw::QP_TYPE_UC,
+            _ => return Err(EOPNOTSUPP),
+        };
+        if init.has_srq || init.create_flags != 0 {
             return Err(EOPNOTSUPP);
         }
         let cmd: uapi::CreateQpCmd = udata.read()?;
@@ -170,7 +177,7 @@ impl<'bound> Qp<'bound> {
         };
         let small = |v: u32| u8::try_from(v).map_err(|_| EINVAL);
         let params = hw::CreateQpParams {
-            qp_type: hw::QP_TYPE_RC,
+            qp_type,
             db_page: small(uctx.db_page())?,
             max_send_sge: small(caps.max_send_sge)?,
             max_recv_sge: small(caps.max_recv_sge)?,
@@ -215,10 +222,12 @@ impl<'bound> Qp<'bound> {
         // Nothing below fails: the QP is never dropped half made.
         let (nic, max_mtu) = (nic.clone(), limits.max_mtu);
         let db_page = uctx.db_page();
+        let qp_type = init.qp_type;
         Ok(try_pin_init!(Self {
             nic,
             qpn,
             db_page,
+            qp_type,
             caps,
             max_mtu,
             state <- new_mutex!(hw::QPS_RESET, "ordma_qp_state"),
@@ -265,8 +274,9 @@ impl<'bound> Qp<'bound> {
             cur
         };
         let a = to_hw(attr);
-        // The transition table is ib_core's; the NIC checks its copy (`rc_modify_ok`) again.
-        if !ib::modify_qp_is_ok(cur, next, ib::QpType::Rc, mask)
+        // The transition table is ib_core's for the QP's type; the NIC checks its copy
+        // (`modify_ok`) again.
+        if !ib::modify_qp_is_ok(cur, next, self.qp_type, mask)
             || bits & hw::QP_ATTR_UNSUPPORTED != 0
             || cur != *state
             || !hw::qp_values_ok(bits, &a, self.max_mtu)
