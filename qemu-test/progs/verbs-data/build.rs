@@ -1,5 +1,5 @@
 //! Compiles the test program's C part (`verbs_data.c`, `mr_checks.c`, `ownership.c`,
-//! `atomics.c`) and links libibverbs.
+//! `atomics.c`, `uc.c`) and links libibverbs.
 
 fn main() {
     for f in [
@@ -8,6 +8,7 @@ fn main() {
         "mr_checks.c",
         "ownership.c",
         "atomics.c",
+        "uc.c",
     ] {
         println!("cargo:rerun-if-changed={f}");
     }
@@ -16,6 +17,7 @@ fn main() {
         .file("mr_checks.c")
         .file("ownership.c")
         .file("atomics.c")
+        .file("uc.c")
         .flag("-std=gnu11")
         .warnings(true)
         .extra_warnings(true)

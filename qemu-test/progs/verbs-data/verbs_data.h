@@ -14,6 +14,7 @@
 
 extern const char *dev_a, *dev_b, *mem_kind;
 extern int failures;
+extern enum ibv_qp_type qp_kind; /* the QPs side_open makes (IBV_QPT_RC by default) */
 
 #define FAIL(...)                                                                          \
 	do {                                                                               \
@@ -62,5 +63,6 @@ void check_levels(void);
 void check_stale(void);
 void check_drain(void);
 void check_atomics(void);
+void check_uc(void);
 
 #endif
