@@ -141,6 +141,7 @@ pub(crate) fn new_qp(attr: &sys::ibv_qp_init_attr) -> Result<Box<Qp>, c_int> {
     let rq = rq_shape.map(WorkQueue::new).transpose()?;
     let caps = QpCaps {
         sig_all: attr.sq_sig_all != 0,
+        uc: attr.qp_type == sys::ibv_qp_type_IBV_QPT_UC,
         ..ring_caps(&sq_shape, rq_shape.as_ref())
     };
     Ok(Box::new(Qp {
@@ -170,6 +171,7 @@ pub(crate) fn settle_caps(qp: &Qp, cap: &mut sys::ibv_qp_cap) -> QpCaps {
         max_recv_sge: ring.max_recv_sge.min(cap.max_recv_sge),
         max_inline: ring.max_inline.min(cap.max_inline_data),
         sig_all: ring.sig_all,
+        uc: ring.uc,
     };
     *cap = sys::ibv_qp_cap {
         max_send_wr,

@@ -158,6 +158,8 @@ pub(crate) struct QpCaps {
     pub(crate) max_inline: u32,
     /// Every send WQE is signaled (`sq_sig_all`).
     pub(crate) sig_all: bool,
+    /// A UC QP: no READ, no atomics (`EINVAL`, as soft-RoCE's provider).
+    pub(crate) uc: bool,
 }
 
 /// A send WR's payload: its SGEs, or (with `IBV_SEND_INLINE`) the bytes they name.
@@ -200,8 +202,8 @@ pub(crate) struct SendHeader {
 }
 
 /// Checks a send WR against the QP's capabilities and makes its WQE header: `EINVAL` for
-/// an opcode or flag the NIC does not have, more SGEs than `max_send_sge`, inline data on
-/// a READ or an atomic or longer than `max_inline`. An atomic's remote address and its
+/// an opcode or flag the NIC does not have, a READ or atomic on a UC QP, more SGEs than
+/// `max_send_sge`, inline data on a READ or an atomic or longer than `max_inline`. An atomic's remote address and its
 /// SGEs' length are the NIC's to check (error completions: `REM_INV_REQ_ERR` for an
 /// unaligned address, `LOC_LEN_ERR` for other than 8 bytes), as on mlx5.
 pub(crate) fn send_header(
@@ -210,6 +212,9 @@ pub(crate) fn send_header(
     caps: &QpCaps,
 ) -> Result<SendHeader, c_int> {
     let opcode = wr_opcode(wr.opcode)?;
+    if caps.uc && (opcode == WR_RDMA_READ || is_atomic(opcode)) {
+        return Err(libc::EINVAL);
+    }
     let f = wr.send_flags;
     if f & !SEND_FLAGS != 0 || sges.len() > caps.max_send_sge as usize {
         return Err(libc::EINVAL);
@@ -516,6 +521,7 @@ pub(crate) fn ring_caps(sq: &QueueShape, rq: Option<&QueueShape>) -> QpCaps {
         max_recv_sge: rq_sges.min(max),
         max_inline: sq_bytes,
         sig_all: false,
+        uc: false,
     }
 }
 

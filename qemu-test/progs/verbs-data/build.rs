@@ -1,5 +1,5 @@
 //! Compiles the test program's C part (`verbs_data.c`, `mr_checks.c`, `ownership.c`,
-//! `quirks.c`, `srq_checks.c`, `atomics.c`) and links libibverbs.
+//! `quirks.c`, `srq_checks.c`, `atomics.c`, `uc.c`) and links libibverbs.
 
 fn main() {
     for f in [
@@ -10,6 +10,7 @@ fn main() {
         "quirks.c",
         "srq_checks.c",
         "atomics.c",
+        "uc.c",
     ] {
         println!("cargo:rerun-if-changed={f}");
     }
@@ -20,6 +21,7 @@ fn main() {
         .file("quirks.c")
         .file("srq_checks.c")
         .file("atomics.c")
+        .file("uc.c")
         .flag("-std=gnu11")
         .warnings(true)
         .extra_warnings(true)

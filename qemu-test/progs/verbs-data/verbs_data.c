@@ -30,6 +30,8 @@
  *   srq, srq-events, srq-errnos, srq-hold  shared receive queues: see srq_checks.c
  *   atomics    compare and swap, fetch and add, threads counting on one word, the errors:
  *              see atomics.c
+ *   uc         UC QPs: SEND, SEND with immediate, WRITE, WRITE with immediate, bytes
+ *              verified; READ and atomics refused; RC's attributes refused: see uc.c
  * Prints a line per check; exits 0 only when all held.
  */
 #define _GNU_SOURCE
@@ -52,6 +54,7 @@
 
 const char *dev_a = "ordma0", *dev_b = "ordma0", *mem_kind = "4k";
 int failures;
+enum ibv_qp_type qp_kind = IBV_QPT_RC;
 
 static struct ibv_context *open_dev(const char *name)
 {
@@ -148,7 +151,7 @@ void side_open(struct side *s, const char *dev, int n, int access)
 	struct ibv_qp_init_attr ia = {
 		.send_cq = s->cq,
 		.recv_cq = s->cq,
-		.qp_type = IBV_QPT_RC,
+		.qp_type = qp_kind,
 		.cap = { .max_send_wr = 64, .max_recv_wr = 64, .max_send_sge = 4,
 			 .max_recv_sge = 4, .max_inline_data = 64 },
 	};
@@ -169,9 +172,12 @@ void side_close(struct side *s)
 	ibv_close_device(s->ctx);
 }
 
-/* RESET -> INIT -> RTR -> RTS towards `to`, PSNs 0x100 + qpn so each pair has its own. */
+/* RESET -> INIT -> RTR -> RTS towards `to`, PSNs 0x100 + qpn so each pair has its own; a UC
+ * QP (qp_kind) with UC's attributes only (no timeout, retries, RNR timer, depths). */
 void connect_qp(struct side *s, struct side *to, int rnr_retry)
 {
+	int uc = s->qp->qp_type == IBV_QPT_UC;
+
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = RW };
 
 	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
@@ -186,7 +192,8 @@ void connect_qp(struct side *s, struct side *to, int rnr_retry)
 	a.ah_attr.dlid = to->lid;
 	a.ah_attr.port_num = 1;
 	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-					     IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+					     IBV_QP_RQ_PSN |
+					     (uc ? 0 : IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)))
 		die("modify to RTR");
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
@@ -195,8 +202,9 @@ void connect_qp(struct side *s, struct side *to, int rnr_retry)
 	a.rnr_retry = rnr_retry;
 	a.sq_psn = 0x100 + s->qp->qp_num;
 	a.max_rd_atomic = 1;
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-					     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
+					     (uc ? 0 : IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+							       IBV_QP_MAX_QP_RD_ATOMIC)))
 		die("modify to RTS");
 }
 
@@ -672,7 +680,7 @@ int verbs_data_main(int argc, char **argv)
 	if (i >= argc) {
 		fprintf(stderr, "usage: %s [--dev A] [--dev2 B] [--mem 4k|huge:PATH|dmabuf] "
 				"transfers|errors|rnr|events|many|shared|levels|stale|drain|quirks|"
-				"srq|srq-events|srq-errnos|srq-hold|atomics...\n", argv[0]);
+				"srq|srq-events|srq-errnos|srq-hold|atomics|uc...\n", argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -708,6 +716,8 @@ int verbs_data_main(int argc, char **argv)
 			check_srq_hold();
 		else if (!strcmp(argv[i], "atomics"))
 			check_atomics();
+		else if (!strcmp(argv[i], "uc"))
+			check_uc();
 		else {
 			fprintf(stderr, "unknown check %s\n", argv[i]);
 			return 2;

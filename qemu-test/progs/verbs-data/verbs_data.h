@@ -14,6 +14,7 @@
 
 extern const char *dev_a, *dev_b, *mem_kind;
 extern int failures;
+extern enum ibv_qp_type qp_kind; /* the QPs side_open makes (IBV_QPT_RC by default) */
 
 #define FAIL(...)                                                                          \
 	do {                                                                               \
@@ -67,5 +68,6 @@ void check_srq_events(void);
 void check_srq_errnos(void);
 void check_srq_hold(void);
 void check_atomics(void);
+void check_uc(void);
 
 #endif

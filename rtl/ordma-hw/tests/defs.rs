@@ -561,6 +561,77 @@ fn rc_masks_are_the_kernel_tables() {
 }
 
 #[test]
+fn uc_masks_are_the_kernel_tables() {
+    // drivers/infiniband/core/verbs.c, qp_state_table[..][..].{req,opt}_param[IB_QPT_UC].
+    const PKEY: u32 = QP_ATTR_PKEY_INDEX;
+    const ACC: u32 = QP_ATTR_ACCESS_FLAGS;
+    const ALT: u32 = QP_ATTR_ALT_PATH;
+    const MIG: u32 = QP_ATTR_PATH_MIG_STATE;
+    const CUR: u32 = QP_ATTR_CUR_STATE;
+    let expected: [(u8, u8, u32, u32); 22] = [
+        (QPS_RESET, QPS_RESET, 0, 0),
+        (QPS_RESET, QPS_INIT, PKEY | QP_ATTR_PORT | ACC, 0),
+        (QPS_INIT, QPS_RESET, 0, 0),
+        (QPS_INIT, QPS_ERR, 0, 0),
+        (QPS_INIT, QPS_INIT, 0, PKEY | QP_ATTR_PORT | ACC),
+        (
+            QPS_INIT,
+            QPS_RTR,
+            QP_ATTR_AV | QP_ATTR_PATH_MTU | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN,
+            ALT | ACC | PKEY,
+        ),
+        (QPS_RTR, QPS_RESET, 0, 0),
+        (QPS_RTR, QPS_ERR, 0, 0),
+        (QPS_RTR, QPS_RTS, QP_ATTR_SQ_PSN, CUR | ALT | ACC | MIG),
+        (QPS_RTS, QPS_RESET, 0, 0),
+        (QPS_RTS, QPS_ERR, 0, 0),
+        (QPS_RTS, QPS_RTS, 0, CUR | ACC | ALT | MIG),
+        (QPS_RTS, QPS_SQD, 0, QP_ATTR_EN_SQD_ASYNC_NOTIFY),
+        (QPS_SQD, QPS_RESET, 0, 0),
+        (QPS_SQD, QPS_ERR, 0, 0),
+        (QPS_SQD, QPS_RTS, 0, CUR | ALT | ACC | MIG),
+        (QPS_SQD, QPS_SQD, 0, QP_ATTR_AV | ALT | ACC | PKEY | MIG),
+        (QPS_SQE, QPS_RESET, 0, 0),
+        (QPS_SQE, QPS_ERR, 0, 0),
+        (QPS_SQE, QPS_RTS, 0, CUR | ACC),
+        (QPS_ERR, QPS_RESET, 0, 0),
+        (QPS_ERR, QPS_ERR, 0, 0),
+    ];
+    for cur in QPS_RESET..=QPS_ERR {
+        for next in QPS_RESET..=QPS_ERR {
+            let want = expected
+                .iter()
+                .find(|e| (e.0, e.1) == (cur, next))
+                .map(|e| (e.2, e.3));
+            assert_eq!(uc_transition(cur, next), want, "{cur} -> {next}");
+        }
+    }
+    assert_eq!(QP_TYPE_UC, 3, "IB_QPT_UC");
+    // What ibv_uc_pingpong asks: no timeout, retries or depths on UC, which RC needs.
+    let rtr = QP_ATTR_STATE | QP_ATTR_AV | QP_ATTR_PATH_MTU | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN;
+    assert!(modify_ok(QP_TYPE_UC, QPS_INIT, QPS_RTR, rtr));
+    assert!(!modify_ok(QP_TYPE_RC, QPS_INIT, QPS_RTR, rtr));
+    assert!(modify_ok(
+        QP_TYPE_UC,
+        QPS_RTR,
+        QPS_RTS,
+        QP_ATTR_STATE | QP_ATTR_SQ_PSN
+    ));
+    let rts_rc = QP_ATTR_STATE | QP_ATTR_SQ_PSN | QP_ATTR_TIMEOUT;
+    assert!(
+        !modify_ok(QP_TYPE_UC, QPS_RTR, QPS_RTS, rts_rc),
+        "a timeout on UC"
+    );
+    assert!(!modify_ok(
+        QP_TYPE_UC,
+        QPS_INIT,
+        QPS_RTR,
+        rtr | QP_ATTR_MAX_DEST_RD_ATOMIC
+    ));
+    assert!(!modify_ok(QP_TYPE_UD, QPS_RESET, QPS_INIT, QP_ATTR_STATE));
+}
+
+#[test]
 fn send_wqe_round_trips_and_refuses_reserved_bytes() {
     let w = SendWqe {
         opcode: WR_RDMA_WRITE_IMM,

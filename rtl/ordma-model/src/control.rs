@@ -12,7 +12,7 @@
 //! | `event KIND DATA [COUNT]` | posts COUNT (1..=64, default 1) events of any kind with `data` DATA, as the NIC would |
 //! | `doorbell-pages` | `ok PAGE=N ...`: each doorbell page written since the model started, with its count of 32-bit writes (accepted or not) |
 //! | `mr KEY` | `ok pdn=N access=N iova=0xN length=N npages=N page_shift=N levels=N`: the MR with key KEY as the NIC holds it (what `CMD_CREATE_MR` gave it); an error if there is none |
-//! | `status` | `ok link=up\|down enabled=0\|1 fatal=0\|1 error=N bme=0\|1 pds=N mrs=N cqs=N qps=N pds_created=N mrs_created=N cqs_created=N qps_created=N pds_destroyed=N mrs_destroyed=N cqs_destroyed=N qps_destroyed=N srqs=N srqs_created=N srqs_destroyed=N atomics=N atomics_replayed=N doorbells=N commands=N events=N events_unread=N admin_pending=N` and every anomaly counter |
+//! | `status` | `ok link=up\|down enabled=0\|1 fatal=0\|1 error=N bme=0\|1 pds=N mrs=N cqs=N qps=N pds_created=N mrs_created=N cqs_created=N qps_created=N pds_destroyed=N mrs_destroyed=N cqs_destroyed=N qps_destroyed=N srqs=N srqs_created=N srqs_destroyed=N atomics=N atomics_replayed=N uc_dropped=N doorbells=N commands=N events=N events_unread=N admin_pending=N` and every anomaly counter |
 //!
 //! The listener runs on a thread of its own and acts on the shared [`Device`].
 

@@ -127,7 +127,7 @@ fn random_wqe(rng: &mut Rng, size: usize, send: bool, keys: &[u32]) -> Vec<u8> {
     b
 }
 
-/// Seeded random WQEs, doorbells, timer ticks, reconnections (any READ depths),
+/// Seeded random WQEs, doorbells, timer ticks, reconnections (any READ depths, RC or UC),
 /// RTS <-> SQD, an MR destroyed and registered again under WQEs in flight, and scribbled
 /// rings and page tables on two QPs connected in loopback: never a panic, never FATAL,
 /// nothing written outside guest memory (the mock refuses it), every doorbell returns, and
@@ -135,11 +135,13 @@ fn random_wqe(rng: &mut Rng, size: usize, send: bool, keys: &[u32]) -> Vec<u8> {
 #[test]
 fn random_wqes_on_connected_qps_never_break_the_engine() {
     use common::rig::{
-        small_page, Rig, PT, RINGS, RQ_LOG, RQ_WQE_LOG, SMALL_PHYS, SMALL_VA, SQ_LOG, SQ_WQE_LOG,
+        small_page, Qp, Rig, PT, RINGS, RQ_LOG, RQ_WQE_LOG, SMALL_PHYS, SMALL_VA, SQ_LOG,
+        SQ_WQE_LOG,
     };
     let n = iters() / 20;
     let mut statuses = [0u64; 256];
     let mut atomics = 0u64;
+    let mut uc_runs = 0u64;
     for seed in 1..=4u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
         let rnr = (seed * 3 % 8) as u8;
@@ -154,6 +156,27 @@ fn random_wqes_on_connected_qps_never_break_the_engine() {
             | hw::ACCESS_REMOTE_READ
             | hw::ACCESS_REMOTE_ATOMIC;
         let mut victim = Some(rig.mr(SMALL_VA, 64 * 4096, 12, &pages, all));
+        // The RC pair A and B, and a UC pair (in RESET until a reconnection picks it):
+        // (QPN, SQ, RQ) each.
+        let rc = [
+            (rig.a.qpn, rig.a.sq, rig.a.rq),
+            (rig.b.qpn, rig.b.sq, rig.b.rq),
+        ];
+        rig.uc_pair();
+        let ucp = [
+            (rig.a.qpn, rig.a.sq, rig.a.rq),
+            (rig.b.qpn, rig.b.sq, rig.b.rq),
+        ];
+        let pairs = [rc, ucp];
+        for (q, (qpn, sq, rq)) in [(&mut rig.a, rc[0]), (&mut rig.b, rc[1])] {
+            *q = Qp {
+                qpn,
+                sq,
+                rq,
+                sq_pi: 0,
+                rq_pi: 0,
+            };
+        }
         let mut keys = [rig.big, rig.small, rig.ro, victim.unwrap_or(0)];
         for _ in 0..n {
             let which = if rng.below(2) == 0 { 'a' } else { 'b' };
@@ -233,27 +256,50 @@ fn random_wqes_on_connected_qps_never_break_the_engine() {
                     }
                 }
                 _ => {
-                    // Reconnect both QPs from RESET (the only way back from ERR).
+                    // Reconnect both QPs from RESET (the only way back from ERR); a third
+                    // of the time the UC pair instead (UC's attributes).
                     let (a, b) = (rig.a.qpn, rig.b.qpn);
                     for q in [a, b] {
                         rig.modify(q, hw::QP_ATTR_STATE, &hw::QpAttr::default());
                     }
-                    for q in [&mut rig.a, &mut rig.b] {
-                        q.sq_pi = 0;
-                        q.rq_pi = 0;
+                    let uc = rng.below(3) == 0;
+                    for (q, i) in [(&mut rig.a, 0), (&mut rig.b, 1)] {
+                        let (qpn, sq, rq) = pairs[usize::from(uc)][i];
+                        *q = Qp {
+                            qpn,
+                            sq,
+                            rq,
+                            sq_pi: 0,
+                            rq_pi: 0,
+                        };
                     }
+                    let (a, b) = (rig.a.qpn, rig.b.qpn);
                     let psn = rng.below(1 << 24) as u32;
-                    // Sometimes A is connected to itself.
-                    let a_dest = if rng.below(4) == 0 { a } else { b };
-                    let (rd, dest_rd) = (rng.below(17) as u8, rng.below(17) as u8);
-                    let set = |x: &mut hw::QpAttr| {
-                        x.rnr_retry = rnr;
-                        x.max_rd_atomic = rd;
-                        x.max_dest_rd_atomic = dest_rd;
-                        x.qp_access_flags |= hw::ACCESS_REMOTE_ATOMIC;
-                    };
-                    rig.connect(a, a_dest, psn, psn, set);
-                    rig.connect(b, a, psn, psn, set);
+                    if uc {
+                        let mtu = (rng.below(5) + 1) as u8;
+                        let set = |x: &mut hw::QpAttr| {
+                            x.path_mtu = mtu;
+                            x.qp_access_flags = hw::ACCESS_REMOTE_WRITE;
+                        };
+                        // The responder's PSN behind sometimes: it follows the first
+                        // message's start.
+                        let off = rng.below(3) as u32;
+                        rig.connect_uc(a, b, psn, psn, set);
+                        rig.connect_uc(b, a, psn, psn.wrapping_add(off) & 0xff_ffff, set);
+                        uc_runs += 1;
+                    } else {
+                        // Sometimes A is connected to itself.
+                        let a_dest = if rng.below(4) == 0 { a } else { b };
+                        let (rd, dest_rd) = (rng.below(17) as u8, rng.below(17) as u8);
+                        let set = |x: &mut hw::QpAttr| {
+                            x.rnr_retry = rnr;
+                            x.max_rd_atomic = rd;
+                            x.max_dest_rd_atomic = dest_rd;
+                            x.qp_access_flags |= hw::ACCESS_REMOTE_ATOMIC;
+                        };
+                        rig.connect(a, a_dest, psn, psn, set);
+                        rig.connect(b, a, psn, psn, set);
+                    }
                 }
             }
             for cq in ['s', 'r'] {
@@ -286,5 +332,6 @@ fn random_wqes_on_connected_qps_never_break_the_engine() {
     );
     assert!(statuses[usize::from(hw::WC_WR_FLUSH_ERR)] > 0);
     assert!(atomics > 0, "no atomic ever succeeded");
+    assert!(uc_runs > 0, "UC never ran");
     assert!(statuses[usize::from(hw::WC_LOC_QP_OP_ERR)] > 0);
 }

@@ -180,6 +180,56 @@ fn atomic_wqes_carry_their_segment_and_sges_behind_it() {
 }
 
 #[test]
+fn uc_qps_refuse_reads_and_atomics() {
+    let mut qp = crate::qp::new_qp(&sys::ibv_qp_init_attr {
+        send_cq: core::ptr::NonNull::dangling().as_ptr(),
+        recv_cq: core::ptr::NonNull::dangling().as_ptr(),
+        cap: cap(8, 2, 0, 0, 0),
+        qp_type: sys::ibv_qp_type_IBV_QPT_UC,
+        ..Default::default()
+    })
+    .expect("a QP");
+    qp.qpn = 9;
+    crate::qp::set_state(&qp, RTS);
+    assert!(qp.caps.uc);
+    let db = RecordingDb::default();
+    let mut s = [sge(0x1000, 8, 1)];
+    for op in [
+        sys::ibv_wr_opcode_IBV_WR_RDMA_READ,
+        sys::ibv_wr_opcode_IBV_WR_ATOMIC_CMP_AND_SWP,
+        sys::ibv_wr_opcode_IBV_WR_ATOMIC_FETCH_AND_ADD,
+    ] {
+        let mut wrs = [send_wr(1, op, SIGNALED, &mut s)];
+        let p = chain_send(&mut wrs);
+        assert_eq!(
+            post_send(&qp, &db, p),
+            Err((libc::EINVAL, p)),
+            "opcode {op}"
+        );
+    }
+    assert_eq!(db.take(), vec![]);
+    for op in [
+        sys::ibv_wr_opcode_IBV_WR_SEND,
+        sys::ibv_wr_opcode_IBV_WR_SEND_WITH_IMM,
+        sys::ibv_wr_opcode_IBV_WR_RDMA_WRITE,
+        sys::ibv_wr_opcode_IBV_WR_RDMA_WRITE_WITH_IMM,
+    ] {
+        let mut wrs = [send_wr(2, op, SIGNALED, &mut s)];
+        assert_eq!(
+            post_send(&qp, &db, chain_send(&mut wrs)),
+            Ok(()),
+            "opcode {op}"
+        );
+    }
+    assert_eq!(lock(&qp.sq).outstanding(), 4);
+    // An RC QP takes a READ.
+    let rc = super::testing::qp(cap(8, 2, 0, 0, 0), false, RTS, 10);
+    assert!(!rc.caps.uc);
+    let mut wrs = [send_wr(3, sys::ibv_wr_opcode_IBV_WR_RDMA_READ, 0, &mut s)];
+    assert_eq!(post_send(&rc, &db, chain_send(&mut wrs)), Ok(()));
+}
+
+#[test]
 fn unsignaled_sends_are_signaled_with_sq_sig_all() {
     let mut sges = [sge(1, 1, 1)];
     for (sig_all, want) in [(false, 0), (true, WQE_FLAG_SIGNALED)] {
@@ -494,7 +544,8 @@ fn the_capabilities_reported_are_the_ones_enforced() {
             max_send_sge: 6,
             max_recv_sge: 3,
             max_inline: 96,
-            sig_all: false
+            sig_all: false,
+            uc: false,
         }
     );
     // What the kernel reports (`uapi.md`: the rings' capacity, capped by max_sge).
@@ -545,7 +596,8 @@ fn the_capabilities_reported_are_the_ones_enforced() {
             max_send_sge: 4,
             max_recv_sge: 3,
             max_inline: 96,
-            sig_all: false
+            sig_all: false,
+            uc: false,
         }
     );
 }

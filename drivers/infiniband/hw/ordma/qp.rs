@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Queue pairs (RC): send and receive rings in the user's memory (or an SRQ of the same
-//! context instead of a receive ring), pinned here and given to the NIC with `CREATE_QP`; the IB state machine, checked here by ib_core's own table and
+//! Queue pairs (RC and UC): send and receive rings in the user's memory (or, for RC, an SRQ
+//! of the same context instead of a receive ring), pinned here and given to the NIC with
+//! `CREATE_QP`; the IB state machine, checked here by ib_core's own table and
 //! the NIC's value rules before `MODIFY_QP`, and held by the NIC (`hardware.md`, "Queue
 //! pairs").
 
@@ -43,6 +44,8 @@ pub(crate) struct Qp<'bound> {
     qpn: u32,
     /// The doorbell page it takes its SQ and RQ doorbells from.
     db_page: u32,
+    /// RC or UC: the state table its modifies follow.
+    qp_type: ib::QpType,
     caps: ib::QpCaps,
     max_mtu: u8,
     /// The state as last set or queried (the NIC may have moved it to `ERR` since); the
@@ -99,10 +102,11 @@ impl<'bound> Qp<'bound> {
     ///
     /// # Errors
     ///
-    /// `EOPNOTSUPP` for a type other than RC, an XRC domain or RSS table, create flags,
-    /// unknown `comp_mask` bits; `EINVAL` for capabilities beyond the device's or the
-    /// rings' (`uapi.md`), a misaligned ring, a receive ring beside an SRQ, an SRQ of
-    /// another context; the pinning's errors; `ENOMEM` when the NIC has no free QP; `EIO`,
+    /// `EOPNOTSUPP` for a type other than RC and UC, an XRC domain or RSS table, a UC QP on
+    /// an SRQ, create flags, unknown `comp_mask` bits; `EINVAL` for capabilities beyond the
+    /// device's or the rings' (`uapi.md`), a misaligned ring, a receive ring beside an SRQ,
+    /// an SRQ of another context; the pinning's errors; `ENOMEM` when the NIC has no free
+    /// QP; `EIO`,
     /// `ETIMEDOUT` from a dead or silent NIC.
     #[expect(clippy::too_many_arguments)]
     pub(crate) fn new(
@@ -117,9 +121,14 @@ impl<'bound> Qp<'bound> {
         pages: &ib::UserPages<'_>,
         udata: &ib::Udata<'_>,
     ) -> Result<impl PinInit<Self, Error> + 'bound> {
-        if init.qp_type != ib::QpType::Rc
-            || init.other_receive
+        let qp_type = match init.qp_type {
+            ib::QpType::Rc => hw::QP_TYPE_RC,
+            ib::QpType::Uc => hw::QP_TYPE_UC,
+            _ => return Err(EOPNOTSUPP),
+        };
+        if init.other_receive
             || init.has_srq != srq.is_some()
+            || (srq.is_some() && qp_type != hw::QP_TYPE_RC)
             || init.create_flags != 0
         {
             return Err(EOPNOTSUPP);
@@ -189,7 +198,7 @@ impl<'bound> Qp<'bound> {
         };
         let small = |v: u32| u8::try_from(v).map_err(|_| EINVAL);
         let mut params = hw::CreateQpParams {
-            qp_type: hw::QP_TYPE_RC,
+            qp_type,
             db_page: small(uctx.db_page())?,
             max_send_sge: small(caps.max_send_sge)?,
             max_recv_sge: small(caps.max_recv_sge)?,
@@ -238,10 +247,12 @@ impl<'bound> Qp<'bound> {
         // Nothing below fails: the QP is never dropped half made.
         let (nic, max_mtu) = (nic.clone(), limits.max_mtu);
         let db_page = uctx.db_page();
+        let qp_type = init.qp_type;
         Ok(try_pin_init!(Self {
             nic,
             qpn,
             db_page,
+            qp_type,
             caps,
             max_mtu,
             state <- new_mutex!(hw::QPS_RESET, "ordma_qp_state"),
@@ -288,8 +299,9 @@ impl<'bound> Qp<'bound> {
             cur
         };
         let a = to_hw(attr);
-        // The transition table is ib_core's; the NIC checks its copy (`rc_modify_ok`) again.
-        if !ib::modify_qp_is_ok(cur, next, ib::QpType::Rc, mask)
+        // The transition table is ib_core's for the QP's type; the NIC checks its copy
+        // (`modify_ok`) again.
+        if !ib::modify_qp_is_ok(cur, next, self.qp_type, mask)
             || bits & hw::QP_ATTR_UNSUPPORTED != 0
             || cur != *state
             || !hw::qp_values_ok(bits, &a, self.max_mtu)

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Queue pairs: `CMD_CREATE_QP`, `CMD_MODIFY_QP`, `CMD_QUERY_QP`, `CMD_DESTROY_QP`, the
-//! attribute buffer, and the RC state machine.
+//! attribute buffer, and the RC and UC state machines.
 
 use super::*;
 
 /// QP type: reliable connected (`IB_QPT_RC`).
 pub const QP_TYPE_RC: u8 = 2;
+/// QP type: unreliable connected (`IB_QPT_UC`; 1.2): SEND and WRITE, no ACKs, no
+/// retransmission.
+pub const QP_TYPE_UC: u8 = 3;
 /// QP type: unreliable datagram (`IB_QPT_UD`); reserved, `AQ_BAD_PARAM` in 1.1.
 pub const QP_TYPE_UD: u8 = 4;
 /// QP numbers start here: 0 and 1 are the IB special QPs' (SMI, GSI).
@@ -546,10 +549,45 @@ pub const fn rc_transition(cur: u8, next: u8) -> Option<(u32, u32)> {
     })
 }
 
+/// The UC attribute masks of one QP state transition, as `ib_modify_qp_is_ok`'s table has
+/// them (as [`rc_transition`]): UC has no timeout, retries, RNR timer or READ/atomic
+/// depths.
+pub const fn uc_transition(cur: u8, next: u8) -> Option<(u32, u32)> {
+    const PATH: u32 = QP_ATTR_ALT_PATH | QP_ATTR_ACCESS_FLAGS | QP_ATTR_PATH_MIG_STATE;
+    let init = QP_ATTR_PKEY_INDEX | QP_ATTR_PORT | QP_ATTR_ACCESS_FLAGS;
+    Some(match (cur, next) {
+        (_, QPS_RESET) if cur <= QPS_ERR => (0, 0),
+        (QPS_RESET, QPS_INIT) => (init, 0),
+        (QPS_INIT, QPS_ERR)
+        | (QPS_RTR, QPS_ERR)
+        | (QPS_RTS, QPS_ERR)
+        | (QPS_SQD, QPS_ERR)
+        | (QPS_SQE, QPS_ERR)
+        | (QPS_ERR, QPS_ERR) => (0, 0),
+        (QPS_INIT, QPS_INIT) => (0, init),
+        (QPS_INIT, QPS_RTR) => (
+            QP_ATTR_AV | QP_ATTR_PATH_MTU | QP_ATTR_DEST_QPN | QP_ATTR_RQ_PSN,
+            QP_ATTR_ALT_PATH | QP_ATTR_ACCESS_FLAGS | QP_ATTR_PKEY_INDEX,
+        ),
+        (QPS_RTR, QPS_RTS) => (QP_ATTR_SQ_PSN, QP_ATTR_CUR_STATE | PATH),
+        (QPS_RTS, QPS_RTS) | (QPS_SQD, QPS_RTS) => (0, QP_ATTR_CUR_STATE | PATH),
+        (QPS_RTS, QPS_SQD) => (0, QP_ATTR_EN_SQD_ASYNC_NOTIFY),
+        (QPS_SQD, QPS_SQD) => (0, QP_ATTR_AV | QP_ATTR_PKEY_INDEX | PATH),
+        (QPS_SQE, QPS_RTS) => (0, QP_ATTR_CUR_STATE | QP_ATTR_ACCESS_FLAGS),
+        _ => return None,
+    })
+}
+
 /// Whether `mask` is a valid RC modify from `cur` to `next`, by `ib_modify_qp_is_ok`'s
 /// rules: the transition exists, `CUR_STATE` only from `RTR`, `RTS`, `SQD` or `SQE`, every
 /// required attribute and nothing beyond required, optional, `STATE` and `RATE_LIMIT`.
 pub const fn rc_modify_ok(cur: u8, next: u8, mask: u32) -> bool {
+    modify_ok(QP_TYPE_RC, cur, next, mask)
+}
+
+/// [`rc_modify_ok`] for a QP of type `qp_type` (`QP_TYPE_RC` or `QP_TYPE_UC`; any other
+/// type has no valid modify).
+pub const fn modify_ok(qp_type: u8, cur: u8, next: u8, mask: u32) -> bool {
     if mask & QP_ATTR_CUR_STATE != 0
         && cur != QPS_RTR
         && cur != QPS_RTS
@@ -558,7 +596,12 @@ pub const fn rc_modify_ok(cur: u8, next: u8, mask: u32) -> bool {
     {
         return false;
     }
-    let Some((req, opt)) = rc_transition(cur, next) else {
+    let t = match qp_type {
+        QP_TYPE_RC => rc_transition(cur, next),
+        QP_TYPE_UC => uc_transition(cur, next),
+        _ => None,
+    };
+    let Some((req, opt)) = t else {
         return false;
     };
     mask & req == req && mask & !(req | opt | QP_ATTR_STATE | QP_ATTR_RATE_LIMIT) == 0

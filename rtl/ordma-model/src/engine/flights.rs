@@ -23,6 +23,10 @@
 //! - A WQE behind others that cannot be started (refused) or sent (its local data cannot
 //!   be read) is held, nothing starts behind it, and it completes in error when it reaches
 //!   the head (completions stay in SQ order).
+//! - UC ([`super::uc`]): no AckReq, no timer; a WQE completes once its last packet is
+//!   out; a window of packets per call, the timer sends the rest.
+//!
+//! The answers' side (the completer) is in [`answer`].
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -30,14 +34,14 @@ use std::time::Instant;
 use ordma_hw as hw;
 use tracing::debug;
 
-use super::completer::{read_packets, rnr_delay, RETRY_FOREVER};
-use super::data::{Data, Pos};
-use super::packet::{self, AtomicEth, Bth, NakCode, Packet, Reth, Syndrome};
+use super::completer::read_packets;
+use super::packet::{self, AtomicEth, Bth, Packet, Reth};
 use super::qp::{qp_index, Qp};
-use super::remote::psn_sub;
 use super::requester::{mtu_bytes, opcode_of, wqe_bytes, Request};
 use super::{Interrupts, Nic};
 use crate::mem::Dma;
+
+mod answer;
 
 /// Packets the requester sends beyond the first one not acknowledged.
 pub const WINDOW: u64 = 256;
@@ -103,6 +107,8 @@ pub(super) struct Flights {
     /// The WQE behind them that could not be started or sent: its index, completion
     /// status and opcode; it completes in error at the head.
     refused: Option<(u16, u8, u8)>,
+    /// UC: one call's packets are out and more wait; the timer sends them.
+    resume: Option<Instant>,
 }
 
 impl Flights {
@@ -116,7 +122,11 @@ impl Flights {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        self.q.iter().filter_map(|f| f.deadline).min()
+        self.q
+            .iter()
+            .filter_map(|f| f.deadline)
+            .chain(self.resume)
+            .min()
     }
 }
 
@@ -150,9 +160,11 @@ impl Nic {
 
     /// Runs QP `qpn`'s send queue towards another NIC: sends what the window allows of
     /// the WQEs in flight and starts the next ones; a refused WQE at the head completes
-    /// in error.
+    /// in error. UC: a WQE completes once its last packet is out (there are no ACKs), and
+    /// one call sends at most [`WINDOW`] packets, the timer the rest.
     pub(super) fn pump(&mut self, qpn: u32, mem: &dyn Dma, irq: &dyn Interrupts) {
-        // Bounded: each pass completes a refused WQE or returns.
+        let mut budget = WINDOW;
+        // Bounded: each pass completes a refused WQE (UC: a WQE sent) or returns.
         for _ in 0..=u32::from(u16::MAX) {
             let Some(qp) = self.qp(qpn).copied() else {
                 return;
@@ -168,7 +180,14 @@ impl Nic {
                     continue;
                 }
             }
-            self.send_flights(qpn, &mut fs, mem);
+            let sent = self.send_flights(qpn, &mut fs, mem);
+            if qp.qp_type == hw::QP_TYPE_UC {
+                budget = budget.saturating_sub(sent);
+                if !self.uc_sent(qpn, fs, budget, mem, irq) {
+                    return;
+                }
+                continue;
+            }
             let again = fs.q.is_empty() && fs.refused.is_some();
             self.put_flights(qpn, fs);
             if !again {
@@ -177,12 +196,44 @@ impl Nic {
         }
     }
 
+    /// UC, after a pass of [`Self::send_flights`]: the WQEs whose packets are all out
+    /// complete (in order); whether to pass again (some completed, room is left in this
+    /// call's `budget`, and more waits). What waits beyond the budget is sent from the
+    /// timer ([`Flights::resume`]).
+    fn uc_sent(
+        &mut self,
+        qpn: u32,
+        mut fs: Flights,
+        budget: u64,
+        mem: &dyn Dma,
+        irq: &dyn Interrupts,
+    ) -> bool {
+        let mut done = Vec::new();
+        while fs.q.front().is_some_and(|f| f.acked == f.npkts) {
+            done.extend(fs.q.pop_front());
+        }
+        let progress = !done.is_empty();
+        let waiting = self.qp(qpn).is_some_and(|q| {
+            // CAST: at most MAX_FLIGHTS.
+            let started = q.sq.ci.wrapping_add((done.len() + fs.q.len()) as u16);
+            !fs.q.is_empty() || fs.refused.is_some() || started != q.sq.pi
+        });
+        fs.resume = (waiting && (budget == 0 || !progress)).then(Instant::now);
+        self.put_flights(qpn, fs);
+        self.complete_flights(qpn, done, mem, irq);
+        if progress && !self.sq_in_flight(qpn) {
+            self.sq_drained(qpn, Some((mem, irq)));
+        }
+        progress && budget > 0 && waiting
+    }
+
     /// Sends the flights' packets as far as the window allows, starting WQEs behind them
-    /// while there is room.
-    fn send_flights(&mut self, qpn: u32, fs: &mut Flights, mem: &dyn Dma) {
+    /// while there is room; the packets sent (a READ's or atomic's request: all of its).
+    fn send_flights(&mut self, qpn: u32, fs: &mut Flights, mem: &dyn Dma) -> u64 {
         let Some(mut qp) = self.qp(qpn).copied() else {
-            return;
+            return 0;
         };
+        let mut sent = 0u64;
         // The window, in packets counted from the head WQE's first.
         let end = fs.q.front().map_or(0, |f| f.acked).saturating_add(WINDOW);
         let mut before = 0u64;
@@ -197,31 +248,33 @@ impl Nic {
                     || index == qp.sq.pi
                     || before >= end
                 {
-                    return;
+                    return sent;
                 }
                 let reads = fs.q.iter().filter(|f| f.rd_atomic()).count();
                 match self.start(qpn, &qp, index, reads, mem) {
                     Ok(Some(f)) => fs.q.push_back(f),
-                    Ok(None) => return,
+                    Ok(None) => return sent,
                     Err(refused) => {
                         fs.refused = Some(refused);
-                        return;
+                        return sent;
                     }
                 }
                 // `start` took the WQE's PSNs: `sq_psn` moved.
                 let Some(q) = self.qp(qpn).copied() else {
-                    return;
+                    return sent;
                 };
                 qp = q;
             }
             let Some(fl) = fs.q.get_mut(i) else {
-                return;
+                return sent;
             };
+            let next = fl.next;
             if let Err(status) = self.transmit(qpn, &qp, fl, end.saturating_sub(before), mem) {
                 fs.refused = Some((fl.index, status, fl.op));
                 fs.q.truncate(i);
-                return;
+                return sent;
             }
+            sent = sent.saturating_add(fl.next.saturating_sub(next));
             before = before.saturating_add(fl.npkts);
             i += 1;
         }
@@ -305,12 +358,14 @@ impl Nic {
         let mtu = mtu_bytes(qp.attr.path_mtu);
         let dlid = qp.attr.ah.dlid;
         let solicited = fl.req.wqe.flags & hw::WQE_FLAG_SOLICITED != 0;
+        // UC: its opcodes, and no ACK asked for (UC has none).
+        let uc = qp.qp_type == hw::QP_TYPE_UC;
         let bth = |opcode: u8, i: u64, ack_req: bool, last: bool| Bth {
-            opcode,
+            opcode: if uc { packet::UC | opcode } else { opcode },
             se: solicited && last,
             pkey: 0xffff,
             dest_qp: qp.attr.dest_qp_num,
-            ack_req,
+            ack_req: ack_req && !uc,
             // CAST: PSN arithmetic is mod 2^24.
             psn: packet::psn_add(fl.first_psn, i as u32),
             ..Default::default()
@@ -432,258 +487,13 @@ impl Nic {
             }
             fl.next = fl.next.max(end);
         }
-        if sent {
+        if uc {
+            // Nothing comes back: a packet out is a packet done.
+            fl.acked = fl.next;
+        } else if sent {
             fl.deadline = self.ack_deadline(qp.attr.timeout);
         }
         Ok(())
-    }
-
-    /// The completer's side of an ACK, NAK or read response from LID `slid`, its payload
-    /// `body` (`count` responses of one READ together, from the NIC itself).
-    pub(super) fn on_answer(
-        &mut self,
-        slid: u16,
-        pkt: &Packet,
-        body: &Data,
-        count: u64,
-        mem: &dyn Dma,
-        irq: &dyn Interrupts,
-    ) {
-        let qpn = pkt.bth.dest_qp;
-        let Some(qp) = self.qp(qpn).copied() else {
-            return;
-        };
-        if !matches!(qp.state, hw::QPS_RTS | hw::QPS_SQD) || qp.attr.ah.dlid != slid {
-            return;
-        }
-        let mut fs = self.take_flights(qpn);
-        // The WQE whose PSNs the frame's falls in.
-        let hit = fs.q.iter().enumerate().find_map(|(k, fl)| {
-            let d = u64::from(psn_sub(pkt.bth.psn, fl.first_psn));
-            (d < fl.npkts).then_some((k, d))
-        });
-        let syndrome = pkt.aeth.map(|a| a.syndrome);
-        // An answer is an ACK or NAK, a read response in a READ's PSNs, or an atomic
-        // acknowledge at an atomic's.
-        let answers = |fl: &Flight| match pkt.bth.opcode {
-            packet::ACKNOWLEDGE => syndrome.is_some(),
-            packet::ATOMIC_ACKNOWLEDGE => fl.atomic() && pkt.atomic_ack.is_some(),
-            _ => fl.read(),
-        };
-        let Some((k, diff)) = hit.filter(|&(k, _)| fs.q.get(k).is_some_and(answers)) else {
-            self.put_flights(qpn, fs);
-            return;
-        };
-        if let Some(j) = fs.q.iter().take(k).position(Flight::rd_atomic) {
-            // An answer at a later WQE's PSN while a READ or atomic before it misses its
-            // responses: they were lost. The WQEs before it are done; it asks again (a
-            // READ for the rest), once per gap, and the WQEs behind it go again.
-            let done: Vec<Flight> = fs.q.drain(..j).collect();
-            let progress = !done.is_empty();
-            self.complete_flights(qpn, done, mem, irq);
-            let mut again = progress;
-            if let Some(acked) =
-                fs.q.front()
-                    .filter(|r| r.reread != Some(r.acked))
-                    .map(|r| r.acked)
-            {
-                fs.rewind();
-                if let Some(r) = fs.q.front_mut() {
-                    r.reread = Some(acked);
-                }
-                again = true;
-            }
-            if progress {
-                let t = self.ack_deadline(qp.attr.timeout);
-                for f in &mut fs.q {
-                    f.deadline = f.deadline.and(t);
-                }
-                if let Some(r) = fs.q.front_mut() {
-                    r.retries = qp.attr.retry_cnt;
-                }
-            }
-            self.put_flights(qpn, fs);
-            if again {
-                self.pump(qpn, mem, irq);
-            }
-            return;
-        }
-        // An ACK or NAK at a later WQE's PSN: the responder executed every WQE before it.
-        let before: Vec<Flight> = fs.q.drain(..k).collect();
-        let Some(mut fl) = fs.q.pop_front() else {
-            self.put_flights(qpn, fs);
-            return;
-        };
-        let current = diff >= fl.acked;
-        let outcome = match (pkt.bth.opcode, syndrome) {
-            (packet::ACKNOWLEDGE, Some(Syndrome::Ack(_))) if current && !fl.rd_atomic() => {
-                fl.acked = diff + 1;
-                fl.next = fl.next.max(fl.acked);
-                if fl.acked == fl.npkts {
-                    // CAST: at most MAX_MSG.
-                    Outcome::Done(hw::WC_SUCCESS, fl.req.len as u32)
-                } else {
-                    Outcome::Progress
-                }
-            }
-            (packet::ACKNOWLEDGE, Some(Syndrome::Rnr(code))) if current => {
-                let left = qp.dp.rnr_left.unwrap_or(qp.attr.rnr_retry);
-                if left == 0 {
-                    Outcome::Done(hw::WC_RNR_RETRY_EXC_ERR, 0)
-                } else {
-                    if let Some(q) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) {
-                        q.dp.rnr_left = Some(if left == RETRY_FOREVER {
-                            left
-                        } else {
-                            left - 1
-                        });
-                        let now = Instant::now();
-                        q.dp.rnr_wait = Some(now.checked_add(rnr_delay(code)).unwrap_or(now));
-                    }
-                    debug!(qpn, code, left, "RNR NAK over the wire: retry later");
-                    fl.acked = diff;
-                    fl.rewind();
-                    fl.deadline = None;
-                    fs.rewind();
-                    Outcome::Keep
-                }
-            }
-            (packet::ACKNOWLEDGE, Some(Syndrome::Nak(NakCode::PsnSeq))) if current => {
-                fl.acked = diff;
-                fl.rewind();
-                fs.rewind();
-                Outcome::Send
-            }
-            (packet::ACKNOWLEDGE, Some(Syndrome::Nak(c))) if current => {
-                let status = match c {
-                    NakCode::InvalidRequest => hw::WC_REM_INV_REQ_ERR,
-                    NakCode::RemoteAccess => hw::WC_REM_ACCESS_ERR,
-                    _ => hw::WC_REM_OP_ERR,
-                };
-                Outcome::Done(status, 0)
-            }
-            (packet::ACKNOWLEDGE, _) => Outcome::Keep,
-            (packet::ATOMIC_ACKNOWLEDGE, Some(Syndrome::Ack(_))) if current => {
-                self.atomic_response(&fl, pkt.atomic_ack.unwrap_or(0), mem)
-            }
-            (packet::ATOMIC_ACKNOWLEDGE, _) => Outcome::Keep,
-            (_, _) if fl.read() && diff == fl.acked && diff < fl.npkts => {
-                self.read_response(&mut fl, &qp, diff, count, body, mem)
-            }
-            (_, _) if fl.read() && current && fl.reread != Some(fl.acked) => {
-                // A gap in the read responses: ask for the rest again, once per gap.
-                fl.reread = Some(fl.acked);
-                fl.rewind();
-                Outcome::Send
-            }
-            _ => Outcome::Keep,
-        };
-        let progress = !before.is_empty()
-            || matches!(
-                outcome,
-                Outcome::Progress | Outcome::Done(hw::WC_SUCCESS, _)
-            );
-        self.complete_flights(qpn, before, mem, irq);
-        if progress {
-            // The transport timer starts again on progress, for every WQE it runs for.
-            let again = self.ack_deadline(qp.attr.timeout);
-            fl.deadline = fl.deadline.and(again);
-            for f in &mut fs.q {
-                f.deadline = f.deadline.and(again);
-            }
-            fl.retries = qp.attr.retry_cnt;
-            if let Some(q) = qp_index(qpn).and_then(|i| self.qps.get_index_mut(i)) {
-                if !matches!(outcome, Outcome::Keep) {
-                    q.dp.rnr_left = None;
-                }
-            }
-        }
-        match outcome {
-            Outcome::Done(status, bytes) => {
-                let (index, op, signaled) = (fl.index, fl.op, fl.signaled);
-                self.complete_send(qpn, index, status, op, bytes, signaled, mem, irq);
-                self.put_flights(qpn, fs);
-                self.pump(qpn, mem, irq);
-                if !self.sq_in_flight(qpn) {
-                    self.sq_drained(qpn, Some((mem, irq)));
-                }
-            }
-            Outcome::Keep if !progress => {
-                fs.q.push_front(fl);
-                self.put_flights(qpn, fs);
-            }
-            Outcome::Keep | Outcome::Progress | Outcome::Send => {
-                fs.q.push_front(fl);
-                self.put_flights(qpn, fs);
-                self.pump(qpn, mem, irq);
-            }
-        }
-    }
-
-    /// Completes `done`, WQEs the responder answered, in order.
-    fn complete_flights(
-        &mut self,
-        qpn: u32,
-        done: Vec<Flight>,
-        mem: &dyn Dma,
-        irq: &dyn Interrupts,
-    ) {
-        for b in done {
-            // CAST: at most MAX_MSG.
-            let bytes = b.req.len as u32;
-            let (index, op, signaled) = (b.index, b.op, b.signaled);
-            self.complete_send(qpn, index, hw::WC_SUCCESS, op, bytes, signaled, mem, irq);
-        }
-    }
-
-    /// The atomic's answer: `value`, the word's old value, into its local buffer (8 bytes,
-    /// checked when it started), little-endian as in memory.
-    fn atomic_response(&mut self, fl: &Flight, value: u64, mem: &dyn Dma) -> Outcome {
-        let gated = self.gate(mem);
-        let mut pos = fl.req.data.seek(0);
-        if !self.owns(&fl.req.data) || !fl.req.data.write(&gated, &mut pos, &value.to_le_bytes()) {
-            return Outcome::Done(hw::WC_LOC_PROT_ERR, 0);
-        }
-        Outcome::Done(hw::WC_SUCCESS, hw::ATOMIC_SIZE)
-    }
-
-    /// Read responses `k` to `k + count` of the flight: their bytes to the local buffers
-    /// (each full but the READ's last).
-    fn read_response(
-        &mut self,
-        fl: &mut Flight,
-        qp: &Qp,
-        k: u64,
-        count: u64,
-        payload: &Data,
-        mem: &dyn Dma,
-    ) -> Outcome {
-        let mtu = mtu_bytes(qp.attr.path_mtu);
-        let off = k.saturating_mul(mtu);
-        let full = count.saturating_mul(mtu);
-        let want = full.min(fl.req.len.saturating_sub(off));
-        let end = k.saturating_add(count);
-        if count == 0 || end > fl.npkts || payload.len() != want || (end < fl.npkts && want != full)
-        {
-            return Outcome::Keep;
-        }
-        let gated = self.gate(mem);
-        let mut pos = fl.req.data.seek(off);
-        let ok = self.owns(&fl.req.data)
-            && usize::try_from(want).is_ok_and(|n| {
-                payload.copy_to(&gated, &mut Pos::default(), &fl.req.data, &mut pos, n)
-            });
-        if !ok {
-            return Outcome::Done(hw::WC_LOC_PROT_ERR, 0);
-        }
-        fl.acked = end;
-        if fl.acked == fl.npkts {
-            // CAST: at most MAX_MSG.
-            return Outcome::Done(hw::WC_SUCCESS, fl.req.len as u32);
-        }
-        fl.deadline = self.ack_deadline(qp.attr.timeout);
-        fl.retries = qp.attr.retry_cnt;
-        Outcome::Keep
     }
 
     /// Whether QP `qpn` has WQEs in flight (or one refused behind them, not completed).
@@ -734,6 +544,12 @@ impl Nic {
             .collect();
         for qpn in due {
             let mut fs = self.take_flights(qpn);
+            if fs.resume.take().is_some() {
+                // UC: the rest of what was posted, as far as one call goes.
+                self.put_flights(qpn, fs);
+                self.pump(qpn, mem, irq);
+                continue;
+            }
             let Some(head) = fs.q.front_mut() else {
                 self.put_flights(qpn, fs);
                 continue;

@@ -27,7 +27,8 @@
 //!   transport headers, ICRC), [`remote`] (frames in, the responder's side of it),
 //!   [`flights`] (the requester and completer: a window of packets in flight,
 //!   retransmission, duplicates, PSN sequence NAKs); [`own`]: loopback, the wire from the
-//!   NIC to itself, through the same requester, responder and completer;
+//!   NIC to itself, through the same requester, responder and completer; [`uc`]: the
+//!   unreliable connected transport's differences in the same engine;
 //! - [`counters`]: counted, bounded logging of bad input.
 //!
 //! The `Nic` itself is plain data behind `&mut self`: whoever shares it between threads (the
@@ -54,6 +55,7 @@ pub mod requester;
 pub mod responder;
 pub mod srq;
 pub mod tables;
+pub mod uc;
 pub mod wire;
 
 use std::collections::VecDeque;
@@ -205,6 +207,9 @@ pub struct Nic {
     /// Atomics the responder executed, and duplicates it answered again from its replay
     /// cache, since the model started.
     atomics: [u64; 2],
+    /// Packets UC responders dropped (out of sequence, or of a message dropped), since the
+    /// model started.
+    uc_dropped: u64,
     /// 32-bit writes per doorbell page since the model started.
     db_page_writes: [u64; hw::DB_PAGES as usize],
     /// PCI COMMAND.BME: the NIC may DMA (and send MSI-X) only while it is set.
@@ -260,6 +265,8 @@ pub struct NicStatus {
     pub destroyed: [u64; 4],
     /// Atomics executed, and duplicate atomics answered again, since the model started.
     pub atomics: [u64; 2],
+    /// Packets UC responders dropped since the model started.
+    pub uc_dropped: u64,
     /// Queue doorbells accepted since reset.
     pub doorbells: u64,
     /// Admin commands completed since reset.
@@ -283,7 +290,7 @@ impl fmt::Display for NicStatus {
              pds_created={} mrs_created={} cqs_created={} qps_created={} \
              pds_destroyed={} mrs_destroyed={} cqs_destroyed={} qps_destroyed={} \
              srqs={} srqs_created={} srqs_destroyed={} atomics={} atomics_replayed={} \
-             doorbells={} commands={} events={} events_unread={} admin_pending={} {}",
+             uc_dropped={} doorbells={} commands={} events={} events_unread={} admin_pending={} {}",
             if self.link_up { "up" } else { "down" },
             u8::from(self.enabled),
             u8::from(self.fatal),
@@ -306,6 +313,7 @@ impl fmt::Display for NicStatus {
             self.srqs_counts.1,
             self.atomics[0],
             self.atomics[1],
+            self.uc_dropped,
             self.doorbells,
             self.commands,
             self.events,
@@ -390,6 +398,7 @@ impl Nic {
             doorbells: 0,
             events_posted: 0,
             atomics: [0; 2],
+            uc_dropped: 0,
             db_page_writes: [0; hw::DB_PAGES as usize],
             bus_master: false,
             deferred_events: VecDeque::new(),
@@ -463,6 +472,7 @@ impl Nic {
                 self.qps.counts().1,
             ],
             atomics: self.atomics,
+            uc_dropped: self.uc_dropped,
             doorbells: self.doorbells,
             commands: self.commands_completed,
             events: self.events_posted,
@@ -487,6 +497,7 @@ impl Nic {
         fresh.mr_gen = self.mr_gen;
         fresh.db_page_writes = self.db_page_writes;
         fresh.atomics = self.atomics;
+        fresh.uc_dropped = self.uc_dropped;
         fresh.pds.keep_counts(&self.pds);
         fresh.mrs.keep_counts(&self.mrs);
         fresh.cqs.keep_counts(&self.cqs);

@@ -50,6 +50,31 @@ pub const COMPARE_SWAP: u8 = 0x13;
 /// BTH opcode: RC FETCH ADD.
 pub const FETCH_ADD: u8 = 0x14;
 
+/// The BTH opcode's transport bits (its top three) for UC: a UC packet's opcode is this
+/// plus the RC opcode of the same SEND or WRITE packet (`UC | SEND_FIRST` is UC SEND
+/// first, 0x20, ... `UC | WRITE_ONLY_IMM`, 0x2b).
+pub const UC: u8 = 0x20;
+
+/// The transport bits of `opcode` (0: RC, [`UC`]).
+pub const fn transport(opcode: u8) -> u8 {
+    opcode & 0xe0
+}
+
+/// The operation of `opcode` without its transport bits (the RC opcode of the same
+/// operation).
+pub const fn operation(opcode: u8) -> u8 {
+    opcode & 0x1f
+}
+
+/// Whether `op` (an operation, [`operation`]) starts a message: SEND or WRITE first or
+/// only.
+pub const fn starts_message(op: u8) -> bool {
+    matches!(
+        op,
+        SEND_FIRST | SEND_ONLY | SEND_ONLY_IMM | WRITE_FIRST | WRITE_ONLY | WRITE_ONLY_IMM
+    )
+}
+
 /// Bytes of a BTH.
 pub const BTH_LEN: usize = 12;
 /// Bytes of a RETH.
@@ -93,8 +118,14 @@ impl Ext {
     }
 }
 
-/// Which extended headers an RC opcode carries; `None` for an opcode that is not RC's.
+/// Which extended headers an RC or UC opcode carries; `None` for an opcode that is not
+/// theirs (UC has SEND and WRITE only).
 pub const fn headers(opcode: u8) -> Option<Ext> {
+    let opcode = match transport(opcode) {
+        0 => opcode,
+        UC if operation(opcode) <= WRITE_ONLY_IMM => operation(opcode),
+        _ => return None,
+    };
     Some(match opcode {
         SEND_FIRST | SEND_MIDDLE | SEND_LAST | SEND_ONLY | WRITE_MIDDLE | WRITE_LAST => {
             Ext::of(false, false, false)
@@ -422,6 +453,21 @@ mod tests {
         }
         assert_eq!(Packet::decode(&[0x15; 40]), None, "RC's reserved opcodes");
         assert_eq!(Packet::decode(&[0x64; 40]), None, "UD's");
+        for op in 0..=0xffu8 {
+            let uc = transport(op) == UC;
+            let want = match operation(op) {
+                o if uc && o <= WRITE_ONLY_IMM => headers(o),
+                _ if uc => None,
+                _ => headers(op),
+            };
+            assert_eq!(headers(op), want, "{op:#x}");
+        }
+        assert_eq!(
+            headers(UC | WRITE_ONLY_IMM).map(|e| (e.reth, e.imm)),
+            Some((true, true))
+        );
+        assert_eq!(headers(UC | READ_REQUEST), None, "no READ on UC");
+        assert_eq!(headers(UC | ACKNOWLEDGE), None, "no ACK on UC");
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! A QP's send and receive queues are rings of WQEs in host memory (page lists). The QP is
 //! bound to the doorbell page of the context that created it, and so are its CQs: the NIC
 //! takes its doorbells from that page only. QP numbers are table index + `QPN_FIRST` (0 and
-//! 1 are the IB special QPs'). RC only; a QP may receive through an SRQ of its page
-//! (`hw::QP_FLAG_SRQ`, [`super::srq`]) instead of a receive queue of its own.
+//! 1 are the IB special QPs'). RC and (1.2) UC; an RC QP may receive through an SRQ of its
+//! page (`hw::QP_FLAG_SRQ`, [`super::srq`]) instead of a receive queue of its own.
 
 use ordma_hw as hw;
 use tracing::debug;
@@ -163,7 +163,8 @@ impl Nic {
             (hw::QP_FLAG_SRQ, Some(n)) => self.srqs.get_index(n).is_some_and(|s| s.db_page == page),
             _ => false,
         };
-        if p.qp_type != hw::QP_TYPE_RC
+        if !matches!(p.qp_type, hw::QP_TYPE_RC | hw::QP_TYPE_UC)
+            || (p.qp_type != hw::QP_TYPE_RC && p.flags != 0)
             || page >= hw::DB_PAGES
             || self.pds.get_index(p.pdn).is_none()
             || !cq_ok(p.send_cqn)

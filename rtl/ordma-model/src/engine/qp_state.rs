@@ -1,7 +1,7 @@
 //! `CMD_MODIFY_QP`: the IB QP state machine, held and enforced by the NIC.
 //!
 //! The NIC does not trust the driver: it checks the transition and the attribute mask
-//! against the RC table of Linux's `ib_modify_qp_is_ok` ([`hw::rc_modify_ok`]), then every
+//! against the RC or UC table of Linux's `ib_modify_qp_is_ok` ([`hw::modify_ok`]), then every
 //! attribute value the mask names ([`hw::qp_values_ok`]), and only then changes anything. A bad modify is
 //! `AQ_BAD_PARAM` and leaves the QP as it was. Moving to `RESET` forgets the attributes and
 //! the queue indices. In `SQD` the requester starts no WQE and finishes those in flight
@@ -101,7 +101,7 @@ impl Nic {
         } else {
             cur
         };
-        let ok = hw::rc_modify_ok(cur, next, mask)
+        let ok = hw::modify_ok(qp.qp_type, cur, next, mask)
             && mask & hw::QP_ATTR_UNSUPPORTED == 0
             && (mask & hw::QP_ATTR_CUR_STATE == 0 || a.cur_qp_state == cur)
             && hw::qp_values_ok(mask, &a, max_mtu);

@@ -34,9 +34,11 @@ use crate::mem::Dma;
 pub(super) struct Remote {
     /// Requester: the WQEs on the wire.
     pub(super) flights: Flights,
-    inb: Inbound,
+    pub(super) inb: Inbound,
     /// Responder: a PSN sequence NAK was sent; no other until the expected PSN comes.
     nak_sent: bool,
+    /// Responder (UC): packets are dropped until a message starts ([`super::uc`]).
+    pub(super) uc_drop: bool,
     /// Responder: the answers of the last atomics, for duplicates.
     pub(super) atomics: Replay,
 }
@@ -187,9 +189,16 @@ impl Nic {
             return;
         };
         let live = matches!(qp.state, hw::QPS_RTR | hw::QPS_RTS | hw::QPS_SQD);
-        if !live || qp.attr.ah.dlid != slid {
+        let uc = qp.qp_type == hw::QP_TYPE_UC;
+        if !live
+            || qp.attr.ah.dlid != slid
+            || (packet::transport(pkt.bth.opcode) == packet::UC) != uc
+        {
             debug!(qpn, slid, "request dropped");
             return;
+        }
+        if uc {
+            return self.uc_request(qpn, &qp, pkt, body, count, mem, irq);
         }
         let (dlid, peer) = (slid, qp.attr.dest_qp_num);
         let ack = |psn: u32, syndrome: Syndrome, msn: u32| Packet {

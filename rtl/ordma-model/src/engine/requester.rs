@@ -127,7 +127,9 @@ impl Nic {
         let inline = wqe.flags & hw::WQE_FLAG_INLINE != 0;
         let read = wqe.opcode == hw::WR_RDMA_READ;
         let atomic = hw::is_atomic(wqe.opcode);
+        let uc = qp.qp_type == hw::QP_TYPE_UC;
         if wqe.opcode > hw::WR_ATOMIC_FETCH_AND_ADD
+            || (uc && (read || atomic))
             || wqe.flags & !hw::WQE_FLAGS != 0
             || wqe.num_sge > qp.max_send_sge
             || (inline

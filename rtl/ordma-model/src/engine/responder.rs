@@ -35,6 +35,12 @@ impl Inbound {
     pub(super) fn claimed(&self) -> Option<u16> {
         self.recv.as_ref().map(|r| r.0)
     }
+
+    /// Forgets the message in progress (UC drops it): its receive WQE, not completed, is
+    /// the next one claimed.
+    pub(super) fn abandon(&mut self) {
+        *self = Self::default();
+    }
 }
 
 /// A payload handed to the responder: the sender's data, the position, the length.
@@ -42,7 +48,7 @@ pub(super) type Payload<'a> = Option<(&'a Data, &'a mut Pos, u64)>;
 
 impl Nic {
     /// QP `qpn`, mutably.
-    fn qp_mut(&mut self, qpn: u32) -> Option<&mut super::qp::Qp> {
+    pub(super) fn qp_mut(&mut self, qpn: u32) -> Option<&mut super::qp::Qp> {
         super::qp::qp_index(qpn).and_then(|i| self.qps.get_index_mut(i))
     }
 
@@ -228,6 +234,11 @@ impl Nic {
 
     /// A remote access violation at QP `qpn`: `ERR`, `QP_ACCESS_ERR`, NAK.
     pub(super) fn access_error(&mut self, qpn: u32, mem: &dyn Dma, irq: &dyn Interrupts) -> Answer {
+        if self.qp(qpn).is_some_and(|q| q.qp_type == hw::QP_TYPE_UC) {
+            // UC drops the message silently ([`super::uc`]).
+            debug!(qpn, "remote access error: the UC message is dropped");
+            return Answer::Nak(NakCode::RemoteAccess);
+        }
         debug!(qpn, "remote access error");
         self.enter_error(qpn, mem, irq);
         self.post_event(hw::EVENT_QP_ACCESS_ERR, qpn, 0, mem, irq);

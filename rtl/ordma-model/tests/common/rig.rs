@@ -192,6 +192,11 @@ impl Rig {
     }
 
     pub fn qp(&mut self, sq: u64, rq: u64) -> Qp {
+        self.qp_of(hw::QP_TYPE_RC, sq, rq)
+    }
+
+    /// A QP of type `qp_type` with its rings at `sq` and `rq`.
+    pub fn qp_of(&mut self, qp_type: u8, sq: u64, rq: u64) -> Qp {
         let sq_pages: Vec<u64> = (0..(1u64 << (SQ_LOG + SQ_WQE_LOG)) / 4096)
             .map(|i| sq + i * 4096)
             .collect();
@@ -201,7 +206,7 @@ impl Rig {
             .collect();
         let rq_list = self.list(12, &rq_pages);
         let p = hw::CreateQpParams {
-            qp_type: hw::QP_TYPE_RC,
+            qp_type,
             db_page: PAGE as u8,
             max_send_sge: 4,
             max_recv_sge: 3,
@@ -308,6 +313,55 @@ impl Rig {
                     | hw::QP_ATTR_SQ_PSN
                     | hw::QP_ATTR_MAX_QP_RD_ATOMIC,
             ),
+        ];
+        for (state, mask) in steps {
+            a.qp_state = state;
+            assert_eq!(self.modify(qpn, hw::QP_ATTR_STATE | mask, &a), hw::AQ_OK);
+        }
+    }
+
+    /// Two UC QPs in place of QPs A and B (which stay, unused, in `RESET`), their rings at
+    /// the free end of the rings' region; in `RESET` ([`Rig::connect_uc`] connects them).
+    pub fn uc_pair(&mut self) {
+        self.a = self.qp_of(hw::QP_TYPE_UC, RINGS + 0x30_0000, RINGS + 0x34_0000);
+        self.b = self.qp_of(hw::QP_TYPE_UC, RINGS + 0x38_0000, RINGS + 0x3c_0000);
+    }
+
+    /// RESET -> RTS of UC QP `qpn` towards `dest`: UC's required attributes only (no
+    /// timeout, retries, RNR timer or READ/atomic depths), `f` adjusting them.
+    pub fn connect_uc(
+        &mut self,
+        qpn: u32,
+        dest: u32,
+        sq_psn: u32,
+        rq_psn: u32,
+        f: impl Fn(&mut hw::QpAttr),
+    ) {
+        let mut a = hw::QpAttr {
+            path_mtu: hw::MTU_4096,
+            qp_access_flags: hw::ACCESS_REMOTE_WRITE,
+            port_num: 1,
+            dest_qp_num: dest,
+            rq_psn,
+            sq_psn,
+            ah: hw::QpAh {
+                dlid: 1,
+                port_num: 1,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        f(&mut a);
+        let steps = [
+            (
+                hw::QPS_INIT,
+                hw::QP_ATTR_PKEY_INDEX | hw::QP_ATTR_PORT | hw::QP_ATTR_ACCESS_FLAGS,
+            ),
+            (
+                hw::QPS_RTR,
+                hw::QP_ATTR_AV | hw::QP_ATTR_PATH_MTU | hw::QP_ATTR_DEST_QPN | hw::QP_ATTR_RQ_PSN,
+            ),
+            (hw::QPS_RTS, hw::QP_ATTR_SQ_PSN),
         ];
         for (state, mask) in steps {
             a.qp_state = state;
