@@ -137,7 +137,7 @@ pub struct NicConfig {
     /// A fault to inject, if any.
     pub fault: Option<Fault>,
     /// The shortest transport timer the NIC runs, as an IB `timeout` exponent: a QP's
-    /// `timeout` below it waits this long instead (0: as the QP says). `hardware.md`,
+    /// `timeout` below it waits this long instead (0: as the QP says). `engine.md`,
     /// "The transport timer".
     pub min_ack_timeout: u8,
 }
