@@ -299,6 +299,21 @@ int post_recv(struct side *s, uint64_t wr_id, struct ibv_sge *sg, int n)
 	return rc;
 }
 
+/* Returns once `s`'s NIC has taken every doorbell `s` wrote before: a query of its QP goes
+ * through the NIC (an admin command) after them, in order (PCIe orders a device's posted
+ * writes before its later requests; the model takes a device's accesses in order). UC has
+ * no RNR: a receive must be on the NIC before its message arrives from another NIC, which a
+ * UC program ensures out of band (as ibv_uc_pingpong posts its receives before it
+ * exchanges addresses). */
+static void nic_has_it(struct side *s)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+
+	if (ibv_query_qp(s->qp, &a, IBV_QP_STATE, &ia))
+		die("ibv_query_qp");
+}
+
 static const char *op_name[] = { "WRITE", "WRITE_IMM", "SEND", "SEND_IMM", "READ" };
 
 /* One transfer of `len` bytes a -> b (READ: b's bytes into a), checked byte for byte. */
@@ -308,6 +323,7 @@ void transfer(struct side *a, struct side *b, enum ibv_wr_opcode op, size_t len,
 	uint8_t *src = a->buf.addr + 3, *dst = b->buf.addr + MAX_MSG + 64 + 5;
 	struct ibv_sge ss[4], rs[4];
 	int ns, nr, imm = op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+	int uc = a->qp->qp_type == IBV_QPT_UC;
 	int recv = op == IBV_WR_SEND || imm;
 	uint32_t immv = 0xc0de0000u | (uint32_t)len;
 	char what[96];
@@ -326,6 +342,8 @@ void transfer(struct side *a, struct side *b, enum ibv_wr_opcode op, size_t len,
 		nr = op == IBV_WR_RDMA_WRITE_WITH_IMM ? 0 : sges(rs, 2, dst, len, b->mr->lkey);
 		if (post_recv(b, rid, rs, nr))
 			return;
+		if (uc)
+			nic_has_it(b);
 	}
 	if (op == IBV_WR_RDMA_READ)
 		ns = sges(ss, 3, dst, len, a->mr->lkey);
@@ -338,6 +356,12 @@ void transfer(struct side *a, struct side *b, enum ibv_wr_opcode op, size_t len,
 	static const int wc_op[] = { IBV_WC_RDMA_WRITE, IBV_WC_RDMA_WRITE, IBV_WC_SEND, IBV_WC_SEND,
 				     IBV_WC_RDMA_READ };
 	int bad = expect_wc(a, what, sid, IBV_WC_SUCCESS, wc_op[op], op == IBV_WR_RDMA_READ ? (int64_t)len : -1);
+	if (uc && !recv) {
+		/* A UC WRITE completes once sent, not once written (no ACK): wait for its bytes,
+		 * 10 s at most (another NIC writes them a moment later). */
+		for (int i = 0; i < 10000 && memcmp(src, dst, len); i++)
+			usleep(1000);
+	}
 	if (recv) {
 		struct ibv_wc wc = poll_one(b);
 		int want = op == IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
