@@ -3,6 +3,8 @@
 //! start B has four receive WQEs posted and a WRITE, a READ, a SEND and a fetch and add in
 //! flight (their frames go to a wire that checks every frame the NIC sends decodes), so the
 //! input's requests, ACKs, READ responses and atomic acknowledges all find state to act on.
+//! Beside B, UC QP U ([`UC_QPN`], four receive WQEs posted) is connected to NIC 1's QP
+//! [`UC_PEER`], for the input's UC requests.
 //!
 //! Operations (the first byte modulo [`OPS`]):
 //!
@@ -46,6 +48,11 @@ pub const OP_RECV: u8 = 4;
 pub const OP_REQUEST: u8 = 5;
 /// Operation: poll both CQs.
 pub const OP_POLL: u8 = 6;
+
+/// NIC 2's UC QP (the rig's first QP after A and B).
+pub const UC_QPN: u32 = hw::QPN_FIRST + 2;
+/// The NIC 1 QP it is connected to.
+pub const UC_PEER: u32 = 9;
 
 /// The value of the word at B's `SMALL_VA + 0x3f00` at the start.
 pub const ATOMIC_WORD: u64 = 0x0807_0605_0403_0201;
@@ -149,6 +156,28 @@ pub fn nic(wire: Box<dyn Wire>) -> Rig {
     for which in 0..4 {
         request(&mut r, which);
     }
+    // UC QP U in place of the rig's QP A (unused here), its receives posted.
+    let b = std::mem::replace(
+        &mut r.b,
+        crate::common::rig::Qp {
+            qpn: 0,
+            sq: 0,
+            rq: 0,
+            sq_pi: 0,
+            rq_pi: 0,
+        },
+    );
+    r.uc_pair();
+    let u = r.a.qpn;
+    r.connect_uc(u, UC_PEER, 700, 300, |at| {
+        at.ah.dlid = PEER_LID;
+        at.path_mtu = MTU_256;
+    });
+    let small = r.small;
+    for i in 0..4u64 {
+        r.recv('a', &[sge(SMALL_VA + 0x2_0000 + i * 0x800, 0x800, small)]);
+    }
+    r.b = b;
     r
 }
 
@@ -254,6 +283,28 @@ fn exec(data: &[u8]) -> Rig {
 mod tests {
     use super::*;
     use crate::script::Writer;
+
+    /// NIC 1's UC requests to U: the first SEND and the WRITE with immediate arrive, the
+    /// SEND that lost a packet is dropped (its last packet counted).
+    #[test]
+    fn uc_requests_reach_the_uc_responder() {
+        let mut s = Writer::new();
+        for f in crate::seeds::uc_frames() {
+            s.u8(OP_FRAME).chunk(transport(&f));
+        }
+        let mut rig = exec(&s.finish());
+        let got: Vec<_> = std::iter::from_fn(|| rig.poll('r'))
+            .map(|c| (c.status, c.opcode, c.qpn, c.byte_len, c.wqe_index))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (hw::WC_SUCCESS, hw::WC_RECV, UC_QPN, 522, 0),
+                (hw::WC_SUCCESS, hw::WC_RECV_RDMA_IMM, UC_QPN, 16, 1)
+            ]
+        );
+        assert_eq!(rig.nic.status_snapshot().uc_dropped, 1);
+    }
 
     /// NIC 1's side of the seeds' conversation, replayed, completes B's WRITE, READ, SEND
     /// and fetch and add and delivers A's SEND, SEND with immediate, WRITE with immediate

@@ -13,8 +13,9 @@ use crate::common::{LEN, SQ};
 const READ_ONLY: [(u64, u64, &str); 3] = [
     (SQ, SQ + LEN as u64, "admin SQ"),
     (PT, PT + PT_LEN as u64, "page tables"),
-    // QP A's and B's SQs and RQs (`Rig::bare`), the `wqe` target's SRQ and QP C's SQ.
-    (RINGS + 0x10_0000, RINGS + 0x38_0000, "WQE rings"),
+    // QP A's and B's SQs and RQs (`Rig::bare`), the `wqe` target's SRQ and QP C's SQ, and
+    // the UC pair's (`Rig::uc_pair`).
+    (RINGS + 0x10_0000, RINGS + 0x40_0000, "WQE rings"),
 ];
 
 /// `mem`, with every NIC write checked against [`READ_ONLY`].

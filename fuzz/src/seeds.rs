@@ -331,9 +331,70 @@ pub fn conversation() -> Vec<Vec<u8>> {
     got
 }
 
+/// NIC 1's UC QP to the `frame` target's UC QP U, as NIC 1 would send them (path MTU
+/// 256): a SEND of three packets; a SEND whose middle packet is lost (its last is dropped);
+/// a WRITE with immediate of 16 bytes into NIC 2's big MR.
+pub fn uc_frames() -> Vec<Vec<u8>> {
+    use ordma_model::engine::packet::{self, Bth, Packet, Reth};
+    let r = Rig::bare(frame::LID);
+    let big = r.big;
+    drop(r);
+    let pkt = |op: u8, psn: u32, last: bool| Packet {
+        bth: Bth {
+            opcode: packet::UC | op,
+            pkey: 0xffff,
+            dest_qp: frame::UC_QPN,
+            psn,
+            se: last,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let full = rig::bytes(5, 256);
+    let mut out = Vec::new();
+    for (op, psn, len) in [
+        (packet::SEND_FIRST, 300, 256),
+        (packet::SEND_MIDDLE, 301, 256),
+        (packet::SEND_LAST, 302, 10),
+        (packet::SEND_FIRST, 303, 256),
+        (packet::SEND_LAST, 305, 10),
+    ] {
+        let p = pkt(op, psn, op == packet::SEND_LAST);
+        out.push(wire::encode(
+            frame::PEER_LID,
+            frame::LID,
+            frame::UC_PEER,
+            &p,
+            &full[..len],
+        ));
+    }
+    let mut w = pkt(packet::WRITE_ONLY_IMM, 306, true);
+    w.reth = Some(Reth {
+        va: BIG_VA + 0x8000,
+        rkey: big,
+        dma_len: 16,
+    });
+    w.imm = Some([1, 2, 3, 4]);
+    out.push(wire::encode(
+        frame::PEER_LID,
+        frame::LID,
+        frame::UC_PEER,
+        &w,
+        &full[..16],
+    ));
+    out
+}
+
 fn frame_seeds() -> Vec<(String, Vec<u8>)> {
     let frames = conversation();
     let mut out = Vec::new();
+    // UC requests to U.
+    let mut s = Writer::new();
+    for f in uc_frames() {
+        s.u8(frame::OP_FRAME).chunk(frame::transport(&f));
+    }
+    s.u8(frame::OP_POLL);
+    out.push(("uc".into(), s.finish()));
     // The whole conversation, then the timers and the CQs.
     let mut s = Writer::new();
     for f in &frames {

@@ -12,6 +12,9 @@
 # - perftest's ib_atomic_bw and ib_atomic_lat, unmodified, -A CMP_AND_SWAP and
 #   -A FETCH_AND_ADD, loopback and between the NICs, each with its result line and at least
 #   its iterations executed on the server's NIC;
+# - rdma-core's own atomic tests (run_tests.py test_atomic: compare and swap, fetch and
+#   add, bad lkey, rkey, QP and MR access, an unaligned address) pass on ordma0 (XRC's two
+#   skipped: no XRC domains);
 # - afterwards neither NIC holds a PD, MR, CQ or QP, and no frame was refused.
 # nics: 2
 # timeout: 600
@@ -20,6 +23,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 P=/ordma/src/qemu-test/progs
 source $P/nic-control.sh
 source $P/server-client.sh
+source $P/rdma-core-tests.sh
 VD=/ordma/payload/ordma-verbs-data
 [ -x $VD ] || fail "no ordma-verbs-data in the payload (the provider-build step builds it)"
 objects() { nic_ctl "$1" status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*'; }
@@ -54,6 +58,9 @@ for run in "ordma0 ordma0 0" "ordma0 ordma1 0"; do
 		done
 	done
 done
+
+rdma_core_tests ordma0 tests.test_atomic
+echo "ok: rdma-core's atomic tests on ordma0"
 
 for n in 0 1; do
 	[ "$(objects $n)" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "NIC $n still holds $(objects $n)"

@@ -9,6 +9,8 @@
 #   and between the NICs;
 # - perftest's ib_send_bw -c UC and ib_write_bw -c UC, unmodified, loopback and between the
 #   NICs, each with its result line;
+# - rdma-core's own UC QP tests (run_tests.py -k uc: create with and without attributes,
+#   query) pass on ordma0;
 # - no UC packet was dropped by either NIC (`status`: uc_dropped= unchanged: nothing is
 #   lost in this guest), neither NIC holds a PD, MR, CQ or QP afterwards, no frame was
 #   refused.
@@ -19,6 +21,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 P=/ordma/src/qemu-test/progs
 source $P/nic-control.sh
 source $P/server-client.sh
+source $P/rdma-core-tests.sh
 VD=/ordma/payload/ordma-verbs-data
 [ -x $VD ] || fail "no ordma-verbs-data in the payload (the provider-build step builds it)"
 objects() { nic_ctl "$1" status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*'; }
@@ -49,6 +52,9 @@ for devs in "ordma0 ordma0" "ordma0 ordma1"; do
 	done
 	echo "ok: perftest ib_send_bw and ib_write_bw -c UC, $srv <- $cli"
 done
+
+rdma_core_tests ordma0 -k uc
+echo "ok: rdma-core's UC QP tests on ordma0"
 
 [ "$(dropped 0)" = "$d0" ] && [ "$(dropped 1)" = "$d1" ] ||
 	fail "UC packets dropped: NIC 0 $d0 -> $(dropped 0), NIC 1 $d1 -> $(dropped 1)"
