@@ -16,7 +16,9 @@ use crate::context::{Context, DbPage};
 use crate::cq::{self, Cq};
 use crate::dma::log2_ceil;
 use crate::srq::SrqRef;
-use crate::wq::{lock, post_recv_chain, post_send_chain, ring_caps, QpCaps, WorkQueue};
+use crate::wq::{
+    lock, post_recv_chain, post_result, post_send_chain, ring_caps, QpCaps, WorkQueue,
+};
 use crate::{abi, set_errno, sys};
 
 /// The shape of one work queue: `2^log_depth` WQEs of `2^log_wqe_size` bytes.
@@ -394,14 +396,8 @@ pub(crate) unsafe extern "C" fn post_send(
             None => Err((libc::EINVAL, wr)),
         }
     };
-    match r {
-        Ok(()) => 0,
-        Err((e, failed)) => {
-            // SAFETY: `bad_wr` is valid for a write (contract).
-            unsafe { *bad_wr = failed };
-            e
-        }
-    }
+    // SAFETY: `bad_wr` is valid for a write (contract).
+    unsafe { post_result(r, bad_wr) }
 }
 
 /// Posts a chain of receive WRs (`wq::post_recv_chain`): 0, or an errno with `*bad_wr`
@@ -424,14 +420,8 @@ pub(crate) unsafe extern "C" fn post_recv(
             None => Err((libc::EINVAL, wr)),
         }
     };
-    match r {
-        Ok(()) => 0,
-        Err((e, failed)) => {
-            // SAFETY: `bad_wr` is valid for a write (contract).
-            unsafe { *bad_wr = failed };
-            e
-        }
-    }
+    // SAFETY: `bad_wr` is valid for a write (contract).
+    unsafe { post_result(r, bad_wr) }
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use crate::barrier::udma_to_device_barrier;
 use crate::context::{Context, DbPage, Doorbell};
 use crate::dma::{log2_ceil, DmaMem};
 use crate::qp::{queue_shape, QueueShape};
-use crate::wq::{lock, put_sge, sge_list};
+use crate::wq::{lock, post_result, put_sge, sge_list};
 use crate::{abi, set_errno, sys};
 
 /// An SRQ: libibverbs' part first, then the NIC's number, the ring under its lock, and the
@@ -412,14 +412,8 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
             None => Err((libc::EINVAL, wr)),
         }
     };
-    match r {
-        Ok(()) => 0,
-        Err((e, failed)) => {
-            // SAFETY: `bad_wr` is valid for a write (contract).
-            unsafe { *bad_wr = failed };
-            e
-        }
-    }
+    // SAFETY: `bad_wr` is valid for a write (contract).
+    unsafe { post_result(r, bad_wr) }
 }
 
 #[cfg(test)]

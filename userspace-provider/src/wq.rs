@@ -370,6 +370,22 @@ pub(crate) unsafe fn sge_list<'a>(
     Ok(unsafe { core::slice::from_raw_parts(list, n) })
 }
 
+/// A post's return value: 0, or the errno with `*bad_wr` set to the first WR not posted.
+///
+/// # Safety
+///
+/// `bad_wr` is valid for a write (libibverbs' contract for the post verbs).
+pub(crate) unsafe fn post_result<W>(r: Result<(), (c_int, *mut W)>, bad_wr: *mut *mut W) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err((e, failed)) => {
+            // SAFETY: valid for a write (caller).
+            unsafe { *bad_wr = failed };
+            e
+        }
+    }
+}
+
 /// Whether sends may be posted in QP state `state` (`enum ibv_qp_state`): from RTS on,
 /// as rxe (in SQE and ERR they complete flushed).
 pub(crate) fn send_allowed(state: u32) -> bool {

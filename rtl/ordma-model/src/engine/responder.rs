@@ -286,30 +286,39 @@ impl Nic {
         let Some(wqe) = hw::RecvWqe::decode(&raw).filter(|w| w.num_sge <= qp.max_recv_sge) else {
             return fail(self, hw::WC_LOC_QP_OP_ERR);
         };
+        let n = if sges { wqe.num_sge } else { 0 };
+        match self.recv_buffers(gated, &raw, n, qp.pdn) {
+            Ok((data, cap)) => Ok((index, data, cap)),
+            Err(status) => fail(self, status),
+        }
+    }
+
+    /// The `n` SGEs of the receive (or SRQ) WQE `raw`, translated with PD `pdn` for the
+    /// NIC to write into, and the bytes they hold; the completion status if one is
+    /// malformed (`LOC_QP_OP_ERR`) or refused (`LOC_PROT_ERR`).
+    pub(super) fn recv_buffers(
+        &self,
+        gated: &dyn Dma,
+        raw: &[u8],
+        n: u8,
+        pdn: u32,
+    ) -> Result<(Data, u64), u8> {
         let mut data = Data::empty();
         let mut cap = 0u64;
-        for i in 0..usize::from(if sges { wqe.num_sge } else { 0 }) {
-            let Some(sge) = hw::Sge::decode_from(&raw, hw::RecvWqe::sge_offset(i)) else {
-                return fail(self, hw::WC_LOC_QP_OP_ERR);
-            };
+        for i in 0..usize::from(n) {
+            let sge = hw::Sge::decode_from(raw, hw::RecvWqe::sge_offset(i))
+                .ok_or(hw::WC_LOC_QP_OP_ERR)?;
             if sge.length == 0 {
                 continue;
             }
             let len = u64::from(sge.length);
-            match self.translate_kept(
-                gated,
-                sge.lkey,
-                qp.pdn,
-                sge.addr,
-                len,
-                hw::ACCESS_LOCAL_WRITE,
-            ) {
-                Ok(p) => data.append(p),
-                Err(_) => return fail(self, hw::WC_LOC_PROT_ERR),
-            }
+            let piece = self
+                .translate_kept(gated, sge.lkey, pdn, sge.addr, len, hw::ACCESS_LOCAL_WRITE)
+                .map_err(|_| hw::WC_LOC_PROT_ERR)?;
+            data.append(piece);
             cap += len;
         }
-        Ok((index, data, cap))
+        Ok((data, cap))
     }
 
     /// Copies a packet's payload to `dst` at `pos`; false if a DMA failed.

@@ -276,30 +276,11 @@ impl Nic {
         let Some(wqe) = hw::SrqWqe::decode(&raw).filter(|w| w.num_sge <= srq.max_sge) else {
             return fail(self, hw::WC_LOC_QP_OP_ERR);
         };
-        let mut data = Data::empty();
-        let mut cap = 0u64;
-        for i in 0..usize::from(if sges { wqe.num_sge } else { 0 }) {
-            let Some(sge) = hw::Sge::decode_from(&raw, hw::RecvWqe::sge_offset(i)) else {
-                return fail(self, hw::WC_LOC_QP_OP_ERR);
-            };
-            if sge.length == 0 {
-                continue;
-            }
-            let len = u64::from(sge.length);
-            match self.translate_kept(
-                gated,
-                sge.lkey,
-                srq.pdn,
-                sge.addr,
-                len,
-                hw::ACCESS_LOCAL_WRITE,
-            ) {
-                Ok(p) => data.append(p),
-                Err(_) => return fail(self, hw::WC_LOC_PROT_ERR),
-            }
-            cap += len;
+        let n = if sges { wqe.num_sge } else { 0 };
+        match self.recv_buffers(gated, &raw, n, srq.pdn) {
+            Ok((data, cap)) => Ok((slot, data, cap)),
+            Err(status) => fail(self, status),
         }
-        Ok((slot, data, cap))
     }
 
     /// After a WQE was taken from SRQ `srqn`: if its limit is armed and the WQEs left fell
