@@ -5,7 +5,7 @@ use ordma_hw::*;
 #[test]
 fn version_fields_split_major_and_minor() {
     assert_eq!(version_major(VERSION), 1);
-    assert_eq!(version_minor(VERSION), 2, "1.2: SRQs, atomics, UC");
+    assert_eq!(version_minor(VERSION), 3, "1.3: UD QPs");
     assert_eq!(version_major(0x0003_0007), 3);
     assert_eq!(version_minor(0x0003_0007), 7);
     assert_eq!(version_major(u32::MAX), 0xffff);
@@ -737,12 +737,65 @@ fn recv_wqe_and_cqe_round_trip() {
         flags: CQE_FLAG_RECV | CQE_FLAG_IMM,
         vendor_err: 9,
         src_qp: 0x00ff_ffff,
+        slid: 0xbffe,
     };
     let e = c.encode();
     assert_eq!(e.len(), CQE_OWNER_OFFSET);
     assert_eq!(Cqe::decode(&e), Some(c));
     assert_eq!(e[2], WC_REM_ACCESS_ERR);
     assert_eq!(e[3], WC_RECV_RDMA_IMM);
+    assert_eq!(e[18..20], [0xfe, 0xbf], "slid @18, little-endian");
+}
+
+#[test]
+fn ud_segment_layout() {
+    let seg = UdSeg {
+        remote_qpn: 0x12_3456,
+        remote_qkey: UD_QKEY_OWN | 0x11,
+        av: QpAh {
+            dlid: 0x0102,
+            sl: 3,
+            port_num: 1,
+            ah_flags: AH_FLAG_GRH,
+            dgid: [7; 16],
+            flow_label: 0xabcde,
+            sgid_index: 0,
+            hop_limit: 64,
+            traffic_class: 5,
+            ..Default::default()
+        },
+    };
+    let mut b = vec![0xeeu8; SQ_WQE_UD_DATA as usize];
+    assert!(seg.encode_into(&mut b));
+    assert_eq!(b[..SQ_WQE_UD_OFFSET as usize], [0xee; 32], "control segments untouched");
+    assert_eq!(b[32..36], [0x56, 0x34, 0x12, 0]);
+    assert_eq!(b[36..40], (UD_QKEY_OWN | 0x11).to_le_bytes());
+    assert_eq!(b[40..48], [0; 8]);
+    assert_eq!(b[48..50], [0x02, 0x01], "the AV's dlid @16 of the segment");
+    assert_eq!(UdSeg::decode_from(&b), Some(seg));
+    assert_eq!(sq_wqe_data(QP_TYPE_UD), 96);
+    assert_eq!(sq_wqe_data(QP_TYPE_RC), SQ_WQE_BASE);
+    assert!(!seg.encode_into(&mut b[..95]), "short");
+    assert_eq!(UdSeg::decode_from(&b[..95]), None);
+    let mut bad = b.clone();
+    bad[44] = 1;
+    assert_eq!(UdSeg::decode_from(&bad), None, "reserved bytes");
+    let mut bad = b.clone();
+    bad[35] = 1;
+    assert_eq!(UdSeg::decode_from(&bad), None, "QPN above 24 bits");
+}
+
+#[test]
+fn ud_state_machine_is_ib_modify_qp_is_ok() {
+    let init = QP_ATTR_PKEY_INDEX | QP_ATTR_PORT | QP_ATTR_QKEY;
+    assert!(modify_ok(QP_TYPE_UD, QPS_RESET, QPS_INIT, QP_ATTR_STATE | init));
+    assert!(!modify_ok(QP_TYPE_UD, QPS_RESET, QPS_INIT, QP_ATTR_STATE | QP_ATTR_PORT));
+    assert!(modify_ok(QP_TYPE_UD, QPS_INIT, QPS_RTR, QP_ATTR_STATE));
+    assert!(!modify_ok(QP_TYPE_UD, QPS_INIT, QPS_RTR, QP_ATTR_STATE | QP_ATTR_AV));
+    assert!(!modify_ok(QP_TYPE_UD, QPS_RTR, QPS_RTS, QP_ATTR_STATE));
+    assert!(modify_ok(QP_TYPE_UD, QPS_RTR, QPS_RTS, QP_ATTR_STATE | QP_ATTR_SQ_PSN));
+    assert!(modify_ok(QP_TYPE_UD, QPS_RTS, QPS_RTS, QP_ATTR_QKEY));
+    assert!(!modify_ok(QP_TYPE_UD, QPS_RTS, QPS_RTS, QP_ATTR_DEST_QPN));
 }
 
 #[test]

@@ -447,8 +447,8 @@ fn hostile_frames_never_panic() {
     let other = wire::encode(1, 5, 2, &pkt, b"xyz");
     r.nic.receive_frame(&other, &r.mem, &r.irq);
     assert_eq!(r.nic.counters().get(Anomaly::BadFrame), bad + 1);
-    // Valid frames with hostile headers: every opcode, PSNs, QPNs.
-    for op in 0..=0x14u8 {
+    // Valid frames with hostile headers: every opcode (UD's too, at RC QPs), PSNs, QPNs.
+    for op in (0..=0x14u8).chain([packet::UD_SEND_ONLY, packet::UD_SEND_ONLY_IMM]) {
         for (qpn, psn) in [(p.r[1].b.qpn, 500), (p.r[1].b.qpn, 0x80_0000), (77, 500)] {
             let ext = packet::headers(op).unwrap();
             let pkt = packet::Packet {
@@ -476,6 +476,10 @@ fn hostile_frames_never_panic() {
                     compare: rnd(),
                 }),
                 atomic_ack: ext.atomic_ack.then_some(rnd()),
+                deth: ext.deth.then_some(packet::Deth {
+                    qkey: rnd() as u32,
+                    src_qp: qpn,
+                }),
             };
             let f = wire::encode(1, 2, 2, &pkt, &[7; 33]);
             let r = &mut p.r[1];

@@ -9,7 +9,8 @@ pub const QP_TYPE_RC: u8 = 2;
 /// QP type: unreliable connected (`IB_QPT_UC`; 1.2): SEND and WRITE, no ACKs, no
 /// retransmission.
 pub const QP_TYPE_UC: u8 = 3;
-/// QP type: unreliable datagram (`IB_QPT_UD`); reserved, `AQ_BAD_PARAM` in 1.1.
+/// QP type: unreliable datagram (`IB_QPT_UD`; 1.3): SEND and SEND with immediate of at
+/// most the path MTU, each WQE addressed by its datagram segment ([`UdSeg`]).
 pub const QP_TYPE_UD: u8 = 4;
 /// QP numbers start here: 0 and 1 are the IB special QPs' (SMI, GSI).
 pub const QPN_FIRST: u32 = 2;
@@ -20,7 +21,7 @@ pub const MAX_QUEUE_NUM: u32 = 0xffff;
 pub const QP_FLAG_SRQ: u8 = 1 << 0;
 /// Bytes a send WQE needs besides its SGEs (a 16-byte control segment and a 16-byte
 /// remote-address segment); `sq_wqe_size >= SQ_WQE_BASE + 16 * max_send_sge` and
-/// `>= SQ_WQE_BASE + max_inline`.
+/// `>= SQ_WQE_BASE + max_inline` (UD: [`SQ_WQE_UD_DATA`] in place of `SQ_WQE_BASE`).
 pub const SQ_WQE_BASE: u32 = 32;
 /// Bytes a receive WQE needs besides its SGEs (a 16-byte control segment).
 pub const RQ_WQE_BASE: u32 = 16;
@@ -324,7 +325,8 @@ pub struct QpAh {
 }
 
 impl QpAh {
-    fn encode_into(&self, b: &mut [u8]) {
+    /// Encodes into the first [`QP_AH_SIZE`] bytes of `b` (what fits of them).
+    pub fn encode_into(&self, b: &mut [u8]) {
         put_le16(b, 0, self.dlid);
         let bytes = [
             self.sl,
@@ -352,7 +354,9 @@ impl QpAh {
         }
     }
 
-    fn decode_from(b: &[u8]) -> Option<Self> {
+    /// Decodes from the first [`QP_AH_SIZE`] bytes of `b`; `None` if a reserved byte is
+    /// not zero.
+    pub fn decode_from(b: &[u8]) -> Option<Self> {
         let byte = |o: usize| b.get(o).copied();
         if byte(7)? != 0 || byte(31)? != 0 || !zero(b, 32..QP_AH_SIZE) {
             return None;
@@ -578,6 +582,30 @@ pub const fn uc_transition(cur: u8, next: u8) -> Option<(u32, u32)> {
     })
 }
 
+/// The UD attribute masks of one QP state transition, as `ib_modify_qp_is_ok`'s table has
+/// them (as [`rc_transition`]): a Q_Key instead of a path, no PSN to receive.
+pub const fn ud_transition(cur: u8, next: u8) -> Option<(u32, u32)> {
+    let init = QP_ATTR_PKEY_INDEX | QP_ATTR_PORT | QP_ATTR_QKEY;
+    let rts = QP_ATTR_CUR_STATE | QP_ATTR_QKEY;
+    Some(match (cur, next) {
+        (_, QPS_RESET) if cur <= QPS_ERR => (0, 0),
+        (QPS_RESET, QPS_INIT) => (init, 0),
+        (QPS_INIT, QPS_ERR)
+        | (QPS_RTR, QPS_ERR)
+        | (QPS_RTS, QPS_ERR)
+        | (QPS_SQD, QPS_ERR)
+        | (QPS_SQE, QPS_ERR)
+        | (QPS_ERR, QPS_ERR) => (0, 0),
+        (QPS_INIT, QPS_INIT) => (0, init),
+        (QPS_INIT, QPS_RTR) => (0, QP_ATTR_PKEY_INDEX | QP_ATTR_QKEY),
+        (QPS_RTR, QPS_RTS) => (QP_ATTR_SQ_PSN, rts),
+        (QPS_RTS, QPS_RTS) | (QPS_SQD, QPS_RTS) | (QPS_SQE, QPS_RTS) => (0, rts),
+        (QPS_RTS, QPS_SQD) => (0, QP_ATTR_EN_SQD_ASYNC_NOTIFY),
+        (QPS_SQD, QPS_SQD) => (0, QP_ATTR_PKEY_INDEX | QP_ATTR_QKEY),
+        _ => return None,
+    })
+}
+
 /// Whether `mask` is a valid RC modify from `cur` to `next`, by `ib_modify_qp_is_ok`'s
 /// rules: the transition exists, `CUR_STATE` only from `RTR`, `RTS`, `SQD` or `SQE`, every
 /// required attribute and nothing beyond required, optional, `STATE` and `RATE_LIMIT`.
@@ -585,8 +613,8 @@ pub const fn rc_modify_ok(cur: u8, next: u8, mask: u32) -> bool {
     modify_ok(QP_TYPE_RC, cur, next, mask)
 }
 
-/// [`rc_modify_ok`] for a QP of type `qp_type` (`QP_TYPE_RC` or `QP_TYPE_UC`; any other
-/// type has no valid modify).
+/// [`rc_modify_ok`] for a QP of type `qp_type` (`QP_TYPE_RC`, `QP_TYPE_UC` or
+/// `QP_TYPE_UD`; any other type has no valid modify).
 pub const fn modify_ok(qp_type: u8, cur: u8, next: u8, mask: u32) -> bool {
     if mask & QP_ATTR_CUR_STATE != 0
         && cur != QPS_RTR
@@ -599,6 +627,7 @@ pub const fn modify_ok(qp_type: u8, cur: u8, next: u8, mask: u32) -> bool {
     let t = match qp_type {
         QP_TYPE_RC => rc_transition(cur, next),
         QP_TYPE_UC => uc_transition(cur, next),
+        QP_TYPE_UD => ud_transition(cur, next),
         _ => None,
     };
     let Some((req, opt)) = t else {

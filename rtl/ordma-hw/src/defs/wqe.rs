@@ -3,7 +3,8 @@
 //!
 //! A send WQE is a 16-byte control segment, a 16-byte remote-address segment, then either
 //! `num_sge` 16-byte SGEs or, with [`WQE_FLAG_INLINE`], `inline_len` bytes of data; an
-//! atomic has a 16-byte atomic segment ([`AtomicSeg`]) before its SGEs. A
+//! atomic has a 16-byte atomic segment ([`AtomicSeg`]) before its SGEs; a UD QP's WQE has
+//! a 64-byte datagram segment ([`UdSeg`]: the address) before its SGEs or inline data. A
 //! receive WQE is a 16-byte control segment and `num_sge` SGEs. A CQE is 32 bytes (in a
 //! slot of 32 or 64), its last byte the owner (phase) byte, which the NIC writes after the
 //! rest. Opcodes and statuses are libibverbs' own values (`enum ibv_wr_opcode`, `enum
@@ -69,6 +70,72 @@ impl AtomicSeg {
         Some(Self {
             compare_add: get_le64(b, off)?,
             swap: get_le64(b, off + 8)?,
+        })
+    }
+}
+
+/// Offset of a UD send WQE's datagram segment ([`UdSeg`], 1.3); the SGEs or the inline
+/// data follow it, at [`SQ_WQE_UD_DATA`].
+pub const SQ_WQE_UD_OFFSET: u32 = SQ_WQE_BASE;
+/// Bytes of the datagram segment.
+pub const SQ_WQE_UD_SIZE: u32 = 64;
+/// Where a UD send WQE's SGEs or inline data start.
+pub const SQ_WQE_UD_DATA: u32 = SQ_WQE_UD_OFFSET + SQ_WQE_UD_SIZE;
+/// The `remote_qkey` bit that asks for the sending QP's own Q_Key instead (IB's
+/// "controlled Q_Key" rule, as `ibv_post_send` documents it).
+pub const UD_QKEY_OWN: u32 = 1 << 31;
+
+/// Where the SGEs or inline data of a send WQE of a QP of type `qp_type` start: behind
+/// the datagram segment for UD, at [`SQ_WQE_BASE`] for the others.
+pub const fn sq_wqe_data(qp_type: u8) -> u32 {
+    if qp_type == QP_TYPE_UD {
+        SQ_WQE_UD_DATA
+    } else {
+        SQ_WQE_BASE
+    }
+}
+
+/// A UD send WQE's datagram segment, at [`SQ_WQE_UD_OFFSET`] (the fields of `struct
+/// ibv_send_wr`'s `wr.ud`, the address handle's address copied in): `remote_qpn` u32 @0
+/// (24 bits), `remote_qkey` u32 @4 ([`UD_QKEY_OWN`]: the QP's own Q_Key), reserved @8..16
+/// (zero), the address vector ([`QpAh`], as the driver built it for the AH) @16..64.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UdSeg {
+    /// The destination QP.
+    pub remote_qpn: u32,
+    /// The destination's Q_Key (or [`UD_QKEY_OWN`]).
+    pub remote_qkey: u32,
+    /// Where the datagram goes.
+    pub av: QpAh,
+}
+
+impl UdSeg {
+    /// Encodes into `b` at [`SQ_WQE_UD_OFFSET`]; false if it does not fit.
+    pub fn encode_into(&self, b: &mut [u8]) -> bool {
+        let off = SQ_WQE_UD_OFFSET as usize;
+        let Some(seg) = b.get_mut(off..off + SQ_WQE_UD_SIZE as usize) else {
+            return false;
+        };
+        seg.fill(0);
+        put_le32(seg, 0, self.remote_qpn) && put_le32(seg, 4, self.remote_qkey) && {
+            self.av.encode_into(&mut seg[16..]);
+            true
+        }
+    }
+
+    /// Decodes from `b` at [`SQ_WQE_UD_OFFSET`]; `None` if a reserved byte is not zero or
+    /// `remote_qpn` is wider than 24 bits.
+    pub fn decode_from(b: &[u8]) -> Option<Self> {
+        let off = SQ_WQE_UD_OFFSET as usize;
+        let seg = b.get(off..off + SQ_WQE_UD_SIZE as usize)?;
+        let remote_qpn = get_le32(seg, 0)?;
+        if !zero(seg, 8..16) || remote_qpn >= 1 << 24 {
+            return None;
+        }
+        Some(Self {
+            remote_qpn,
+            remote_qkey: get_le32(seg, 4)?,
+            av: QpAh::decode_from(seg.get(16..)?)?,
         })
     }
 }
@@ -179,6 +246,12 @@ impl SendWqe {
         SQ_WQE_BASE as usize + i * WQE_SGE_SIZE as usize
     }
 
+    /// Byte offset of SGE `i` (or of the inline data, `i` = 0) in a send WQE whose data
+    /// starts at `data` ([`sq_wqe_data`]).
+    pub const fn sge_offset_from(data: u32, i: usize) -> usize {
+        data as usize + i * WQE_SGE_SIZE as usize
+    }
+
     /// Byte offset of SGE `i` in an atomic's WQE (behind its atomic segment).
     pub const fn atomic_sge_offset(i: usize) -> usize {
         (SQ_WQE_ATOMIC_OFFSET + SQ_WQE_ATOMIC_SIZE) as usize + i * WQE_SGE_SIZE as usize
@@ -226,6 +299,9 @@ pub const CQE_FLAG_RECV: u8 = 1 << 0;
 pub const CQE_FLAG_IMM: u8 = 1 << 1;
 /// CQE flag: the request was solicited.
 pub const CQE_FLAG_SOLICITED: u8 = 1 << 2;
+/// CQE flag (1.3, UD receive completions): the first 40 bytes of the receive buffers hold
+/// the packet's GRH (`IBV_WC_GRH`).
+pub const CQE_FLAG_GRH: u8 = 1 << 3;
 
 /// Completion opcode (`IBV_WC_SEND`).
 pub const WC_SEND: u8 = 0;
@@ -269,8 +345,8 @@ pub const WC_RNR_RETRY_EXC_ERR: u8 = 13;
 /// 2^16; for the send queue every WQE up to it is done, signaled or not), `status` u8 @2
 /// (`WC_*` status), `opcode` u8 @3 (`WC_*` opcode), `qpn` u32 @4, `byte_len` u32 @8, `imm`
 /// u32 @12 (network order, as sent), `flags` u8 @16 (`CQE_FLAG_*`), `vendor_err` u8 @17,
-/// reserved u16 @18, `src_qp` u32 @20 (the sending QP, receive completions), reserved
-/// @24..31, the owner byte @31 (bit 0: phase).
+/// `slid` u16 @18 (the sender's LID, UD receive completions; 1.3), `src_qp` u32 @20 (the
+/// sending QP, receive completions), reserved @24..31, the owner byte @31 (bit 0: phase).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Cqe {
     /// The WQE's index in its queue.
@@ -291,6 +367,8 @@ pub struct Cqe {
     pub vendor_err: u8,
     /// The remote QP (receive completions).
     pub src_qp: u32,
+    /// The sender's LID (UD receive completions; else zero).
+    pub slid: u16,
 }
 
 impl Cqe {
@@ -306,6 +384,7 @@ impl Cqe {
         put_le32(&mut b, 12, self.imm);
         b[16] = self.flags;
         b[17] = self.vendor_err;
+        put_le16(&mut b, 18, self.slid);
         put_le32(&mut b, 20, self.src_qp);
         b
     }
@@ -323,6 +402,7 @@ impl Cqe {
             flags: *b.get(16)?,
             vendor_err: *b.get(17)?,
             src_qp: get_le32(b, 20)?,
+            slid: get_le16(b, 18)?,
         })
     }
 }

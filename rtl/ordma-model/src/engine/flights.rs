@@ -163,6 +163,9 @@ impl Nic {
     /// in error. UC: a WQE completes once its last packet is out (there are no ACKs), and
     /// one call sends at most [`WINDOW`] packets, the timer the rest.
     pub(super) fn pump(&mut self, qpn: u32, mem: &dyn Dma, irq: &dyn Interrupts) {
+        if self.qp(qpn).is_some_and(|q| q.qp_type == hw::QP_TYPE_UD) {
+            return self.ud_send(qpn, mem, irq);
+        }
         let mut budget = WINDOW;
         // Bounded: each pass completes a refused WQE (UC: a WQE sent) or returns.
         for _ in 0..=u32::from(u16::MAX) {
@@ -194,6 +197,14 @@ impl Nic {
                 return;
             }
         }
+    }
+
+    /// Has the timer run QP `qpn`'s send queue again at its next tick (UD: what one call
+    /// left, [`super::ud::UD_BUDGET`]).
+    pub(super) fn resume_later(&mut self, qpn: u32) {
+        let mut fs = self.take_flights(qpn);
+        fs.resume = Some(Instant::now());
+        self.put_flights(qpn, fs);
     }
 
     /// UC, after a pass of [`Self::send_flights`]: the WQEs whose packets are all out

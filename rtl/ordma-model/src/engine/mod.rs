@@ -56,6 +56,7 @@ pub mod responder;
 pub mod srq;
 pub mod tables;
 pub mod uc;
+pub mod ud;
 pub mod wire;
 
 use std::collections::VecDeque;
@@ -210,6 +211,8 @@ pub struct Nic {
     /// Packets UC responders dropped (out of sequence, or of a message dropped), since the
     /// model started.
     uc_dropped: u64,
+    /// What the UD transport counted since the model started.
+    ud: ud::UdCounts,
     /// 32-bit writes per doorbell page since the model started.
     db_page_writes: [u64; hw::DB_PAGES as usize],
     /// PCI COMMAND.BME: the NIC may DMA (and send MSI-X) only while it is set.
@@ -267,6 +270,8 @@ pub struct NicStatus {
     pub atomics: [u64; 2],
     /// Packets UC responders dropped since the model started.
     pub uc_dropped: u64,
+    /// UD datagrams sent, received and dropped since the model started.
+    pub ud: ud::UdCounts,
     /// Queue doorbells accepted since reset.
     pub doorbells: u64,
     /// Admin commands completed since reset.
@@ -290,7 +295,8 @@ impl fmt::Display for NicStatus {
              pds_created={} mrs_created={} cqs_created={} qps_created={} \
              pds_destroyed={} mrs_destroyed={} cqs_destroyed={} qps_destroyed={} \
              srqs={} srqs_created={} srqs_destroyed={} atomics={} atomics_replayed={} \
-             uc_dropped={} doorbells={} commands={} events={} events_unread={} admin_pending={} {}",
+             uc_dropped={} ud_sent={} ud_received={} ud_dropped={} ud_qkey_dropped={} \
+             doorbells={} commands={} events={} events_unread={} admin_pending={} {}",
             if self.link_up { "up" } else { "down" },
             u8::from(self.enabled),
             u8::from(self.fatal),
@@ -314,6 +320,10 @@ impl fmt::Display for NicStatus {
             self.atomics[0],
             self.atomics[1],
             self.uc_dropped,
+            self.ud.sent,
+            self.ud.received,
+            self.ud.dropped,
+            self.ud.qkey_dropped,
             self.doorbells,
             self.commands,
             self.events,
@@ -399,6 +409,7 @@ impl Nic {
             events_posted: 0,
             atomics: [0; 2],
             uc_dropped: 0,
+            ud: ud::UdCounts::default(),
             db_page_writes: [0; hw::DB_PAGES as usize],
             bus_master: false,
             deferred_events: VecDeque::new(),
@@ -473,6 +484,7 @@ impl Nic {
             ],
             atomics: self.atomics,
             uc_dropped: self.uc_dropped,
+            ud: self.ud,
             doorbells: self.doorbells,
             commands: self.commands_completed,
             events: self.events_posted,
@@ -498,6 +510,7 @@ impl Nic {
         fresh.db_page_writes = self.db_page_writes;
         fresh.atomics = self.atomics;
         fresh.uc_dropped = self.uc_dropped;
+        fresh.ud = self.ud;
         fresh.pds.keep_counts(&self.pds);
         fresh.mrs.keep_counts(&self.mrs);
         fresh.cqs.keep_counts(&self.cqs);

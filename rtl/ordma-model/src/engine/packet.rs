@@ -1,6 +1,6 @@
-//! The RC transport's packets: IB base transport header (BTH) and the extended headers RC
-//! uses (RETH, AtomicETH, AETH, AtomicAckETH, ImmDt), as the IBTA specification lays them
-//! out on the wire
+//! The transports' packets: IB base transport header (BTH) and the extended headers RC,
+//! UC and UD use (RETH, AtomicETH, AETH, AtomicAckETH, DETH, ImmDt), as the IBTA
+//! specification lays them out on the wire
 //! (big-endian; Linux's soft-RoCE has them in `drivers/infiniband/sw/rxe/rxe_hdr.h`).
 //!
 //! Inside one NIC (loopback) the roles pass the decoded [`Packet`] and a reference to the
@@ -55,7 +55,15 @@ pub const FETCH_ADD: u8 = 0x14;
 /// first, 0x20, ... `UC | WRITE_ONLY_IMM`, 0x2b).
 pub const UC: u8 = 0x20;
 
-/// The transport bits of `opcode` (0: RC, [`UC`]).
+/// The BTH opcode's transport bits for UD; UD has two opcodes, [`UD_SEND_ONLY`] and
+/// [`UD_SEND_ONLY_IMM`].
+pub const UD: u8 = 0x60;
+/// BTH opcode: UD SEND only.
+pub const UD_SEND_ONLY: u8 = UD | SEND_ONLY;
+/// BTH opcode: UD SEND only with immediate.
+pub const UD_SEND_ONLY_IMM: u8 = UD | SEND_ONLY_IMM;
+
+/// The transport bits of `opcode` (0: RC, [`UC`], [`UD`]).
 pub const fn transport(opcode: u8) -> u8 {
     opcode & 0xe0
 }
@@ -87,6 +95,8 @@ pub const IMM_LEN: usize = 4;
 pub const ATOMIC_ETH_LEN: usize = 28;
 /// Bytes of an AtomicAckETH.
 pub const ATOMIC_ACK_LEN: usize = 8;
+/// Bytes of a DETH.
+pub const DETH_LEN: usize = 8;
 
 /// PSNs are 24 bits.
 pub const PSN_MASK: u32 = 0x00ff_ffff;
@@ -104,6 +114,8 @@ pub struct Ext {
     pub atomic: bool,
     /// AtomicAckETH.
     pub atomic_ack: bool,
+    /// DETH (UD).
+    pub deth: bool,
 }
 
 impl Ext {
@@ -114,16 +126,23 @@ impl Ext {
             imm,
             atomic: false,
             atomic_ack: false,
+            deth: false,
         }
     }
 }
 
-/// Which extended headers an RC or UC opcode carries; `None` for an opcode that is not
-/// theirs (UC has SEND and WRITE only).
+/// Which extended headers an RC, UC or UD opcode carries; `None` for an opcode that is
+/// not theirs (UC has SEND and WRITE only, UD SEND only and SEND only with immediate).
 pub const fn headers(opcode: u8) -> Option<Ext> {
     let opcode = match transport(opcode) {
         0 => opcode,
         UC if operation(opcode) <= WRITE_ONLY_IMM => operation(opcode),
+        UD if opcode == UD_SEND_ONLY || opcode == UD_SEND_ONLY_IMM => {
+            return Some(Ext {
+                deth: true,
+                ..Ext::of(false, false, opcode == UD_SEND_ONLY_IMM)
+            });
+        }
         _ => return None,
     };
     Some(match opcode {
@@ -259,6 +278,15 @@ impl Syndrome {
     }
 }
 
+/// The datagram extended transport header (UD).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Deth {
+    /// The Q_Key the receiving QP must have.
+    pub qkey: u32,
+    /// The sending QP, 24 bits.
+    pub src_qp: u32,
+}
+
 /// The ACK extended transport header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Aeth {
@@ -283,6 +311,8 @@ pub struct Packet {
     pub atomic: Option<AtomicEth>,
     /// AtomicAckETH, for ATOMIC ACKNOWLEDGE: the word's value before the atomic.
     pub atomic_ack: Option<u64>,
+    /// DETH, for UD.
+    pub deth: Option<Deth>,
 }
 
 fn be(b: &[u8], off: usize, n: usize) -> Option<u64> {
@@ -299,10 +329,11 @@ impl Packet {
             + self.imm.map_or(0, |_| IMM_LEN)
             + self.atomic.map_or(0, |_| ATOMIC_ETH_LEN)
             + self.atomic_ack.map_or(0, |_| ATOMIC_ACK_LEN)
+            + self.deth.map_or(0, |_| DETH_LEN)
     }
 
-    /// Appends the headers in wire order (BTH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt)
-    /// to `out`.
+    /// Appends the headers in wire order (BTH, DETH, RETH, AtomicETH, AETH, AtomicAckETH,
+    /// ImmDt) to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let b = &self.bth;
         out.push(b.opcode);
@@ -317,6 +348,11 @@ impl Packet {
         out.extend_from_slice(&(b.dest_qp & PSN_MASK).to_be_bytes()[1..]);
         out.push(u8::from(b.ack_req) << 7);
         out.extend_from_slice(&(b.psn & PSN_MASK).to_be_bytes()[1..]);
+        if let Some(d) = self.deth {
+            out.extend_from_slice(&d.qkey.to_be_bytes());
+            out.push(0);
+            out.extend_from_slice(&(d.src_qp & PSN_MASK).to_be_bytes()[1..]);
+        }
         if let Some(r) = self.reth {
             out.extend_from_slice(&r.va.to_be_bytes());
             out.extend_from_slice(&r.rkey.to_be_bytes());
@@ -364,6 +400,13 @@ impl Packet {
             bth,
             ..Default::default()
         };
+        if ext.deth {
+            p.deth = Some(Deth {
+                qkey: be(b, off, 4)? as u32,
+                src_qp: be(b, off + 5, 3)? as u32,
+            });
+            off += DETH_LEN;
+        }
         if ext.reth {
             p.reth = Some(Reth {
                 va: be(b, off, 8)?,
@@ -413,7 +456,7 @@ mod tests {
 
     #[test]
     fn every_opcode_round_trips() {
-        for opcode in 0..=0x14u8 {
+        for opcode in (0..=0x14u8).chain([UD_SEND_ONLY, UD_SEND_ONLY_IMM]) {
             let ext = headers(opcode).unwrap();
             let p = Packet {
                 bth: Bth {
@@ -444,6 +487,10 @@ mod tests {
                     compare: 0xddee_ff00_1122_3344,
                 }),
                 atomic_ack: ext.atomic_ack.then_some(0x8877_6655_4433_2211),
+                deth: ext.deth.then_some(Deth {
+                    qkey: 0x8001_0203,
+                    src_qp: 0xab_cdef,
+                }),
             };
             let mut b = Vec::new();
             p.encode(&mut b);
@@ -452,12 +499,15 @@ mod tests {
             assert_eq!(Packet::decode(&b[..b.len() - 1]), None, "short");
         }
         assert_eq!(Packet::decode(&[0x15; 40]), None, "RC's reserved opcodes");
-        assert_eq!(Packet::decode(&[0x64; 40]), None, "UD's");
+        assert_eq!(Packet::decode(&[0x66; 40]), None, "UD's others");
         for op in 0..=0xffu8 {
             let uc = transport(op) == UC;
+            let ud = transport(op) == UD;
             let want = match operation(op) {
                 o if uc && o <= WRITE_ONLY_IMM => headers(o),
                 _ if uc => None,
+                o if ud && (o == SEND_ONLY || o == SEND_ONLY_IMM) => headers(op),
+                _ if ud => None,
                 _ => headers(op),
             };
             assert_eq!(headers(op), want, "{op:#x}");
@@ -468,6 +518,14 @@ mod tests {
         );
         assert_eq!(headers(UC | READ_REQUEST), None, "no READ on UC");
         assert_eq!(headers(UC | ACKNOWLEDGE), None, "no ACK on UC");
+        assert_eq!(
+            headers(UD_SEND_ONLY_IMM).map(|e| (e.deth, e.imm, e.reth)),
+            Some((true, true, false))
+        );
+        assert_eq!(
+            headers(UD_SEND_ONLY).map(|e| (e.deth, e.imm)),
+            Some((true, false))
+        );
     }
 
     #[test]

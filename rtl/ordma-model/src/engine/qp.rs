@@ -4,8 +4,9 @@
 //! A QP's send and receive queues are rings of WQEs in host memory (page lists). The QP is
 //! bound to the doorbell page of the context that created it, and so are its CQs: the NIC
 //! takes its doorbells from that page only. QP numbers are table index + `QPN_FIRST` (0 and
-//! 1 are the IB special QPs'). RC and (1.2) UC; an RC QP may receive through an SRQ of its
-//! page (`hw::QP_FLAG_SRQ`, [`super::srq`]) instead of a receive queue of its own.
+//! 1 are the IB special QPs'). RC, (1.2) UC and (1.3) UD; an RC or UD QP may receive
+//! through an SRQ of its page (`hw::QP_FLAG_SRQ`, [`super::srq`]) instead of a receive queue
+//! of its own.
 
 use ordma_hw as hw;
 use tracing::debug;
@@ -151,8 +152,9 @@ impl Nic {
         let page = u32::from(p.db_page);
         let cq_ok = |cqn: u32| self.cqs.get_index(cqn).is_some_and(|cq| cq.db_page == page);
         let max_sge = self.config.attrs.max_sge;
-        let sq_need = (hw::SQ_WQE_BASE + hw::WQE_SGE_SIZE * u32::from(p.max_send_sge))
-            .max(hw::SQ_WQE_BASE + u32::from(p.max_inline));
+        let base = hw::sq_wqe_data(p.qp_type);
+        let sq_need = (base + hw::WQE_SGE_SIZE * u32::from(p.max_send_sge))
+            .max(base + u32::from(p.max_inline));
         let rq_need = hw::RQ_WQE_BASE + hw::WQE_SGE_SIZE * u32::from(p.max_recv_sge);
         let srqn = p.srqn();
         let has_rq = srqn.is_none() && p.rq != hw::WorkQueue::default();
@@ -163,8 +165,8 @@ impl Nic {
             (hw::QP_FLAG_SRQ, Some(n)) => self.srqs.get_index(n).is_some_and(|s| s.db_page == page),
             _ => false,
         };
-        if !matches!(p.qp_type, hw::QP_TYPE_RC | hw::QP_TYPE_UC)
-            || (p.qp_type != hw::QP_TYPE_RC && p.flags != 0)
+        if !matches!(p.qp_type, hw::QP_TYPE_RC | hw::QP_TYPE_UC | hw::QP_TYPE_UD)
+            || (p.qp_type == hw::QP_TYPE_UC && p.flags != 0)
             || page >= hw::DB_PAGES
             || self.pds.get_index(p.pdn).is_none()
             || !cq_ok(p.send_cqn)

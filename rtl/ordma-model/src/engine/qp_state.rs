@@ -33,6 +33,9 @@ fn apply(mask: u32, from: &hw::QpAttr, to: &mut hw::QpAttr) {
     if has(hw::QP_ATTR_PORT) {
         to.port_num = from.port_num;
     }
+    if has(hw::QP_ATTR_QKEY) {
+        to.qkey = from.qkey;
+    }
     if has(hw::QP_ATTR_AV) {
         to.ah = from.ah;
     }

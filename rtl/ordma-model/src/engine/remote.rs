@@ -188,6 +188,9 @@ impl Nic {
         let Some(qp) = self.qp(qpn).copied() else {
             return;
         };
+        if qp.qp_type == hw::QP_TYPE_UD {
+            return self.ud_request(slid, qpn, &qp, pkt, body, mem, irq);
+        }
         let live = matches!(qp.state, hw::QPS_RTR | hw::QPS_RTS | hw::QPS_SQD);
         let uc = qp.qp_type == hw::QP_TYPE_UC;
         if !live

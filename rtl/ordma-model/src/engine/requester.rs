@@ -56,6 +56,8 @@ pub(super) struct Request {
     pub(super) len: u64,
     /// An atomic's operands.
     pub(super) atomic: Option<hw::AtomicSeg>,
+    /// A UD WQE's address.
+    pub(super) ud: Option<hw::UdSeg>,
 }
 
 /// The BTH opcode of packet `i` of `n` of a SEND or WRITE message.
@@ -98,6 +100,10 @@ impl Nic {
         if qp.state == hw::QPS_ERR {
             return self.flush(qpn, mem, irq);
         }
+        if qp.qp_type == hw::QP_TYPE_UD {
+            self.ud_send(qpn, mem, irq);
+            return self.drain_own(mem, irq);
+        }
         if qp.attr.ah.dlid != self.config.lid && self.wire.is_none() {
             return self.no_route(qpn, &qp, mem, irq);
         }
@@ -128,8 +134,11 @@ impl Nic {
         let read = wqe.opcode == hw::WR_RDMA_READ;
         let atomic = hw::is_atomic(wqe.opcode);
         let uc = qp.qp_type == hw::QP_TYPE_UC;
+        let ud = qp.qp_type == hw::QP_TYPE_UD;
+        let send = matches!(wqe.opcode, hw::WR_SEND | hw::WR_SEND_IMM);
         if wqe.opcode > hw::WR_ATOMIC_FETCH_AND_ADD
             || (uc && (read || atomic))
+            || (ud && (!send || wqe.remote_addr != 0 || wqe.rkey != 0))
             || wqe.flags & !hw::WQE_FLAGS != 0
             || wqe.num_sge > qp.max_send_sge
             || (inline
@@ -141,8 +150,14 @@ impl Nic {
         {
             return Err(op_err);
         }
+        let ud = if ud {
+            Some(hw::UdSeg::decode_from(raw).ok_or(op_err)?)
+        } else {
+            None
+        };
+        let data_at = hw::sq_wqe_data(qp.qp_type);
         if inline {
-            let start = hw::SendWqe::sge_offset(0);
+            let start = hw::SendWqe::sge_offset_from(data_at, 0);
             let end = start.checked_add(wqe.inline_len as usize).ok_or(op_err)?;
             let bytes = raw.get(start..end).ok_or(op_err)?.to_vec();
             return Ok(Request {
@@ -150,6 +165,7 @@ impl Nic {
                 len: u64::from(wqe.inline_len),
                 data: Data::Inline(bytes),
                 atomic: None,
+                ud,
             });
         }
         // An atomic's segment; its SGEs behind it, which the slot must hold.
@@ -166,7 +182,7 @@ impl Nic {
             if atomic {
                 hw::SendWqe::atomic_sge_offset(i)
             } else {
-                hw::SendWqe::sge_offset(i)
+                hw::SendWqe::sge_offset_from(data_at, i)
             }
         };
         let access = if read || atomic {
@@ -206,6 +222,7 @@ impl Nic {
             data,
             len,
             atomic: seg,
+            ud,
         })
     }
 

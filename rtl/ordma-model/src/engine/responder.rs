@@ -247,7 +247,7 @@ impl Nic {
 
     /// Claims the next receive WQE of QP `qpn` (of its SRQ, if it has one:
     /// [`Nic::srq_claim`]), with its buffers translated if `sges`.
-    fn claim_recv(
+    pub(super) fn claim_recv(
         &mut self,
         qpn: u32,
         sges: bool,
@@ -322,7 +322,7 @@ impl Nic {
     }
 
     /// Copies a packet's payload to `dst` at `pos`; false if a DMA failed.
-    fn copy(payload: Payload<'_>, dst: &Data, pos: &mut Pos, mem: &dyn Dma) -> bool {
+    pub(super) fn copy(payload: Payload<'_>, dst: &Data, pos: &mut Pos, mem: &dyn Dma) -> bool {
         let Some((src, spos, n)) = payload else {
             return true;
         };
@@ -529,29 +529,46 @@ impl Nic {
         mem: &dyn Dma,
         irq: &dyn Interrupts,
     ) {
+        let mut f = hw::CQE_FLAG_RECV | (flags & hw::CQE_FLAG_SOLICITED);
+        if imm.is_some() {
+            f |= hw::CQE_FLAG_IMM;
+        }
+        let src_qp = self.qp(qpn).map_or(0, |q| q.attr.dest_qp_num);
+        let cqe = hw::Cqe {
+            status,
+            opcode,
+            byte_len,
+            imm: imm.unwrap_or(0),
+            flags: f,
+            src_qp,
+            ..Default::default()
+        };
+        self.post_recv_cqe(qpn, index, cqe, mem, irq);
+    }
+
+    /// Completes receive WQE `index` of QP `qpn` with `cqe` (its WQE index, QP and
+    /// `CQE_FLAG_RECV` are set here); an error moves the QP to `ERR`. For a QP attached to
+    /// an SRQ, `index` is the SRQ's slot.
+    pub(super) fn post_recv_cqe(
+        &mut self,
+        qpn: u32,
+        index: u16,
+        mut cqe: hw::Cqe,
+        mem: &dyn Dma,
+        irq: &dyn Interrupts,
+    ) {
         let Some(q) = self.qp_mut(qpn) else {
             return;
         };
         if let Some(rq) = q.rq.as_mut() {
             rq.ci = index.wrapping_add(1);
         }
-        let (cqn, src_qp) = (q.recv_cqn, q.attr.dest_qp_num);
-        let mut f = hw::CQE_FLAG_RECV | (flags & hw::CQE_FLAG_SOLICITED);
-        if imm.is_some() {
-            f |= hw::CQE_FLAG_IMM;
-        }
-        let cqe = hw::Cqe {
-            wqe_index: index,
-            status,
-            opcode,
-            qpn,
-            byte_len,
-            imm: imm.unwrap_or(0),
-            flags: f,
-            vendor_err: 0,
-            src_qp,
-        };
-        let solicited = status != hw::WC_SUCCESS || f & hw::CQE_FLAG_SOLICITED != 0;
+        let cqn = q.recv_cqn;
+        cqe.wqe_index = index;
+        cqe.qpn = qpn;
+        cqe.flags |= hw::CQE_FLAG_RECV;
+        let status = cqe.status;
+        let solicited = status != hw::WC_SUCCESS || cqe.flags & hw::CQE_FLAG_SOLICITED != 0;
         self.post_completion(cqn, &cqe, solicited, mem, irq);
         if status != hw::WC_SUCCESS {
             debug!(qpn, index, status, "receive WQE failed: QP to ERR");

@@ -8,7 +8,7 @@
 //! hash of the sending QP (RoCEv2's entropy), in `0xc000..=0xffff`.
 //!
 //! [`decode`] checks everything a receiver can: lengths, the IPv4 header checksum, the
-//! UDP port and length, the ICRC, the opcode (RC only) and the pad. A frame that fails is
+//! UDP port and length, the ICRC, the opcode (RC, UC or UD) and the pad. A frame that fails is
 //! an error the caller counts and drops; nothing here panics on any input.
 //!
 //! [`Wire`] is where frames go: a Unix datagram socket per NIC in the model
@@ -181,7 +181,7 @@ pub enum FrameError {
     Checksum,
     /// The ICRC is wrong.
     Icrc,
-    /// The transport headers do not decode (not an RC opcode, short, bad pad).
+    /// The transport headers do not decode (not an RC, UC or UD opcode, short, bad pad).
     Transport,
 }
 
