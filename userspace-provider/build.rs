@@ -52,7 +52,7 @@ fn main() -> Result<(), String> {
         ])
         .args([
             "--allowlist-type",
-            "ib_uverbs_(create_srq|create_srq_resp|modify_srq|query_srq)",
+            "ib_uverbs_(create_srq|create_srq_resp|modify_srq|query_srq|create_ah_resp)",
         ])
         .args([
             "--allowlist-type",

@@ -100,4 +100,15 @@ struct ordma_ibv_create_srq_resp {
 	__u32 srqn;		/* the NIC's SRQ number, for the SRQ's doorbells */
 };
 
+/*
+ * ibv_create_ah: no driver command. The kernel checks the address (port, LID, GRH) and
+ * answers the NIC's address vector for it (48 bytes, Documentation/hardware.md, "QP
+ * attributes", QpAh), which the provider copies into every UD send WQE to that address.
+ */
+struct ordma_ibv_create_ah_resp {
+	__u32 comp_mask;	/* no bits defined yet: 0 */
+	__u32 reserved_04;	/* 0 */
+	__u8 av[48];		/* the address vector, as the NIC reads it */
+};
+
 #endif /* ORDMA_ABI_USER_H */

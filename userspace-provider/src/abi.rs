@@ -99,7 +99,8 @@ pub struct VerbsContextOps {
     pub bind_mw: Unused,
     pub close_xrcd: Unused,
     pub cq_event: Unused,
-    pub create_ah: Unused,
+    pub create_ah:
+        Option<unsafe extern "C" fn(*mut sys::ibv_pd, *mut sys::ibv_ah_attr) -> *mut sys::ibv_ah>,
     pub create_counters: Unused,
     pub create_cq: Option<
         unsafe extern "C" fn(
@@ -126,7 +127,7 @@ pub struct VerbsContextOps {
     pub dealloc_pd: Option<unsafe extern "C" fn(*mut sys::ibv_pd) -> c_int>,
     pub dealloc_td: Unused,
     pub dereg_mr: Option<unsafe extern "C" fn(*mut VerbsMr) -> c_int>,
-    pub destroy_ah: Unused,
+    pub destroy_ah: Option<unsafe extern "C" fn(*mut sys::ibv_ah) -> c_int>,
     pub destroy_counters: Unused,
     pub destroy_cq: Option<unsafe extern "C" fn(*mut sys::ibv_cq) -> c_int>,
     pub destroy_flow: Unused,
@@ -447,4 +448,12 @@ extern "C" {
         cmd_size: usize,
     ) -> c_int;
     pub fn ibv_cmd_destroy_srq(srq: *mut sys::ibv_srq) -> c_int;
+    pub fn ibv_cmd_create_ah(
+        pd: *mut sys::ibv_pd,
+        ah: *mut sys::ibv_ah,
+        attr: *mut sys::ibv_ah_attr,
+        resp: *mut sys::ib_uverbs_create_ah_resp,
+        resp_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_destroy_ah(ah: *mut sys::ibv_ah) -> c_int;
 }

@@ -530,6 +530,20 @@ fn prototype_checks() -> Vec<(String, String)> {
         ),
         ("&ibv_cmd_destroy_srq", "int (*)(struct ibv_srq *)"),
         (
+            "&ibv_cmd_create_ah",
+            "int (*)(struct ibv_pd *, struct ibv_ah *, struct ibv_ah_attr *, \
+             struct ib_uverbs_create_ah_resp *, size_t)",
+        ),
+        ("&ibv_cmd_destroy_ah", "int (*)(struct ibv_ah *)"),
+        (
+            "((struct verbs_context_ops *)0)->create_ah",
+            "struct ibv_ah *(*)(struct ibv_pd *, struct ibv_ah_attr *)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->destroy_ah",
+            "int (*)(struct ibv_ah *)",
+        ),
+        (
             "((struct verbs_context_ops *)0)->create_srq",
             "struct ibv_srq *(*)(struct ibv_pd *, struct ibv_srq_init_attr *)",
         ),

@@ -11,7 +11,7 @@ use ordma_hw::{DB_PAGE_SIZE, MAX_QUEUE_NUM};
 use crate::abi::{self, VerbsContextOps};
 use crate::barrier::mmio_write32;
 use crate::qp::Qp;
-use crate::{cq, errno, mr, pd, qp, set_errno, srq, sys};
+use crate::{ah, cq, errno, mr, pd, qp, set_errno, srq, sys};
 
 /// An open ordma device: libibverbs' context, the doorbell page and the QPs by number.
 #[repr(C)]
@@ -289,11 +289,13 @@ unsafe fn open(ctx: *mut Context, cmd_fd: c_int) -> Result<(), c_int> {
 fn context_ops() -> VerbsContextOps {
     VerbsContextOps {
         alloc_pd: Some(pd::alloc_pd),
+        create_ah: Some(ah::create_ah),
         create_cq: Some(cq::create_cq),
         create_qp: Some(qp::create_qp),
         create_srq: Some(srq::create_srq),
         dealloc_pd: Some(pd::dealloc_pd),
         dereg_mr: Some(mr::dereg_mr),
+        destroy_ah: Some(ah::destroy_ah),
         destroy_cq: Some(cq::destroy_cq),
         destroy_qp: Some(qp::destroy_qp),
         destroy_srq: Some(srq::destroy_srq),

@@ -8,8 +8,8 @@ use core::ptr::{self, null_mut};
 use std::sync::Mutex;
 
 use ordma_hw::{
-    cqe_phase, db_value, Cqe, CQE_FLAG_IMM, CQE_FLAG_RECV, CQE_LOG_SIZE_MIN, CQE_OWNER_OFFSET,
-    CQ_DB_RECORD_SIZE, DB_CQ_ARM, DB_CQ_ARM_SOLICITED, MAX_QUEUE_LOG_DEPTH,
+    cqe_phase, db_value, Cqe, CQE_FLAG_GRH, CQE_FLAG_IMM, CQE_FLAG_RECV, CQE_LOG_SIZE_MIN,
+    CQE_OWNER_OFFSET, CQ_DB_RECORD_SIZE, DB_CQ_ARM, DB_CQ_ARM_SOLICITED, MAX_QUEUE_LOG_DEPTH,
 };
 
 use crate::barrier::{udma_from_device_barrier, udma_to_device_barrier};
@@ -361,6 +361,13 @@ fn complete(cq: &Cq, qps: &QpTable, cqe: &Cqe) -> Result<sys::ibv_wc, c_int> {
     }
     .ok_or(libc::EIO)?;
     let imm = cqe.flags & CQE_FLAG_IMM != 0;
+    let mut wc_flags = 0;
+    if imm {
+        wc_flags |= sys::ibv_wc_flags_IBV_WC_WITH_IMM;
+    }
+    if cqe.flags & CQE_FLAG_GRH != 0 {
+        wc_flags |= sys::ibv_wc_flags_IBV_WC_GRH;
+    }
     let mut wc = sys::ibv_wc {
         wr_id,
         status: u32::from(cqe.status),
@@ -369,11 +376,10 @@ fn complete(cq: &Cq, qps: &QpTable, cqe: &Cqe) -> Result<sys::ibv_wc, c_int> {
         byte_len: cqe.byte_len,
         qp_num: cqe.qpn,
         src_qp: cqe.src_qp,
-        wc_flags: if imm {
-            sys::ibv_wc_flags_IBV_WC_WITH_IMM
-        } else {
-            0
-        },
+        wc_flags,
+        // UD: the sender's LID (0 otherwise); SL, path bits and PKey index are 0 on this
+        // port.
+        slid: cqe.slid,
         ..Default::default()
     };
     if imm {

@@ -37,6 +37,7 @@ use core::ffi::c_int;
 pub mod abi;
 #[cfg(test)]
 mod abi_check;
+mod ah;
 pub mod barrier;
 mod context;
 mod cq;

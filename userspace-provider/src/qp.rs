@@ -9,7 +9,8 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use ordma_hw::{
-    QP_ATTR_STATE, RQ_WQE_BASE, SQ_WQE_BASE, WQE_LOG_SIZE_MAX, WQE_LOG_SIZE_MIN, WQE_SGE_SIZE,
+    sq_wqe_data, QP_ATTR_STATE, QP_TYPE_RC, QP_TYPE_UC, QP_TYPE_UD, RQ_WQE_BASE, WQE_LOG_SIZE_MAX,
+    WQE_LOG_SIZE_MIN, WQE_SGE_SIZE,
 };
 
 use crate::context::{Context, DbPage};
@@ -83,10 +84,19 @@ pub(crate) fn queue_shape(wr: u32, wqe_bytes: u64) -> Result<QueueShape, c_int> 
     })
 }
 
-/// The send queue for `cap`: a control and a remote-address segment, then the SGEs or
-/// the inline data.
-pub(crate) fn sq_shape(cap: &sys::ibv_qp_cap) -> Result<QueueShape, c_int> {
-    let base = u64::from(SQ_WQE_BASE);
+/// The NIC's QP type of `t` (RC for the types the kernel refuses anyway).
+pub(crate) fn hw_qp_type(t: sys::ibv_qp_type) -> u8 {
+    match t {
+        sys::ibv_qp_type_IBV_QPT_UC => QP_TYPE_UC,
+        sys::ibv_qp_type_IBV_QPT_UD => QP_TYPE_UD,
+        _ => QP_TYPE_RC,
+    }
+}
+
+/// The send queue for `cap` on a QP of type `qp_type`: a control and a remote-address
+/// segment (UD: and a datagram segment), then the SGEs or the inline data.
+pub(crate) fn sq_shape(cap: &sys::ibv_qp_cap, qp_type: u8) -> Result<QueueShape, c_int> {
+    let base = u64::from(sq_wqe_data(qp_type));
     let sges = base + u64::from(WQE_SGE_SIZE) * u64::from(cap.max_send_sge);
     let inline = base + u64::from(cap.max_inline_data);
     queue_shape(cap.max_send_wr, sges.max(inline))
@@ -133,7 +143,8 @@ pub(crate) fn new_qp(attr: &sys::ibv_qp_init_attr) -> Result<Box<Qp>, c_int> {
     // SAFETY: libibverbs' contract: `srq` is null or one of ours, which the kernel keeps
     // alive while the QP uses it.
     let srq = unsafe { SrqRef::new(attr.srq) };
-    let sq_shape = sq_shape(&attr.cap)?;
+    let qp_type = hw_qp_type(attr.qp_type);
+    let sq_shape = sq_shape(&attr.cap, qp_type)?;
     let rq_shape = if srq.is_some() {
         None
     } else {
@@ -143,8 +154,9 @@ pub(crate) fn new_qp(attr: &sys::ibv_qp_init_attr) -> Result<Box<Qp>, c_int> {
     let rq = rq_shape.map(WorkQueue::new).transpose()?;
     let caps = QpCaps {
         sig_all: attr.sq_sig_all != 0,
-        uc: attr.qp_type == sys::ibv_qp_type_IBV_QPT_UC,
-        ..ring_caps(&sq_shape, rq_shape.as_ref())
+        uc: qp_type == QP_TYPE_UC,
+        ud: qp_type == QP_TYPE_UD,
+        ..ring_caps(&sq_shape, rq_shape.as_ref(), qp_type)
     };
     Ok(Box::new(Qp {
         ibv: sys::ibv_qp::default(),
@@ -174,6 +186,7 @@ pub(crate) fn settle_caps(qp: &Qp, cap: &mut sys::ibv_qp_cap) -> QpCaps {
         max_inline: ring.max_inline.min(cap.max_inline_data),
         sig_all: ring.sig_all,
         uc: ring.uc,
+        ud: ring.ud,
     };
     *cap = sys::ibv_qp_cap {
         max_send_wr,
@@ -468,17 +481,35 @@ mod tests {
 
     #[test]
     fn send_queue_fits_sges_and_inline_data() {
-        assert_eq!(sq_shape(&cap(0, 0, 0, 0, 0)), Ok(shape(0, 6)));
-        assert_eq!(sq_shape(&cap(1, 1, 0, 0, 0)), Ok(shape(0, 6)));
-        assert_eq!(sq_shape(&cap(64, 2, 0, 0, 0)), Ok(shape(6, 6)));
-        assert_eq!(sq_shape(&cap(65, 3, 0, 0, 0)), Ok(shape(7, 7)));
-        assert_eq!(sq_shape(&cap(4096, 16, 0, 0, 0)), Ok(shape(12, 9)));
-        assert_eq!(sq_shape(&cap(1, 1, 64, 0, 0)), Ok(shape(0, 7)));
-        assert_eq!(sq_shape(&cap(1, 1, 992, 0, 0)), Ok(shape(0, 10)));
-        assert_eq!(sq_shape(&cap(1, 1, 993, 0, 0)), Err(libc::EINVAL));
-        assert_eq!(sq_shape(&cap(1, 63, 0, 0, 0)), Err(libc::EINVAL));
-        assert_eq!(sq_shape(&cap(1, u32::MAX, 0, 0, 0)), Err(libc::EINVAL));
-        assert_eq!(sq_shape(&cap(u32::MAX, 1, 0, 0, 0)), Err(libc::EINVAL));
+        assert_eq!(sq_shape(&cap(0, 0, 0, 0, 0), QP_TYPE_RC), Ok(shape(0, 6)));
+        assert_eq!(sq_shape(&cap(1, 1, 0, 0, 0), QP_TYPE_RC), Ok(shape(0, 6)));
+        assert_eq!(sq_shape(&cap(64, 2, 0, 0, 0), QP_TYPE_RC), Ok(shape(6, 6)));
+        assert_eq!(sq_shape(&cap(65, 3, 0, 0, 0), QP_TYPE_RC), Ok(shape(7, 7)));
+        assert_eq!(
+            sq_shape(&cap(4096, 16, 0, 0, 0), QP_TYPE_RC),
+            Ok(shape(12, 9))
+        );
+        assert_eq!(sq_shape(&cap(1, 1, 64, 0, 0), QP_TYPE_RC), Ok(shape(0, 7)));
+        assert_eq!(
+            sq_shape(&cap(1, 1, 992, 0, 0), QP_TYPE_RC),
+            Ok(shape(0, 10))
+        );
+        assert_eq!(
+            sq_shape(&cap(1, 1, 993, 0, 0), QP_TYPE_RC),
+            Err(libc::EINVAL)
+        );
+        assert_eq!(
+            sq_shape(&cap(1, 63, 0, 0, 0), QP_TYPE_RC),
+            Err(libc::EINVAL)
+        );
+        assert_eq!(
+            sq_shape(&cap(1, u32::MAX, 0, 0, 0), QP_TYPE_RC),
+            Err(libc::EINVAL)
+        );
+        assert_eq!(
+            sq_shape(&cap(u32::MAX, 1, 0, 0, 0), QP_TYPE_RC),
+            Err(libc::EINVAL)
+        );
     }
 
     #[test]

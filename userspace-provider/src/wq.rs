@@ -10,12 +10,13 @@ use core::ptr::NonNull;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use ordma_hw::{
-    db_value, is_atomic, AtomicSeg, RecvWqe, SendWqe, Sge, DB_RQ, DB_SQ, RQ_WQE_BASE, SQ_WQE_BASE,
-    WQE_FLAG_FENCE, WQE_FLAG_INLINE, WQE_FLAG_SIGNALED, WQE_FLAG_SOLICITED, WQE_SGE_SIZE,
-    WR_ATOMIC_CMP_AND_SWP, WR_ATOMIC_FETCH_AND_ADD, WR_RDMA_READ, WR_RDMA_WRITE, WR_RDMA_WRITE_IMM,
-    WR_SEND, WR_SEND_IMM,
+    db_value, is_atomic, sq_wqe_data, AtomicSeg, RecvWqe, SendWqe, Sge, UdSeg, DB_RQ, DB_SQ,
+    QP_TYPE_RC, QP_TYPE_UD, RQ_WQE_BASE, WQE_FLAG_FENCE, WQE_FLAG_INLINE, WQE_FLAG_SIGNALED,
+    WQE_FLAG_SOLICITED, WQE_SGE_SIZE, WR_ATOMIC_CMP_AND_SWP, WR_ATOMIC_FETCH_AND_ADD, WR_RDMA_READ,
+    WR_RDMA_WRITE, WR_RDMA_WRITE_IMM, WR_SEND, WR_SEND_IMM,
 };
 
+use crate::ah::av_of;
 use crate::barrier::udma_to_device_barrier;
 use crate::context::Doorbell;
 use crate::dma::DmaMem;
@@ -160,6 +161,8 @@ pub(crate) struct QpCaps {
     pub(crate) sig_all: bool,
     /// A UC QP: no READ, no atomics (`EINVAL`, as soft-RoCE's provider).
     pub(crate) uc: bool,
+    /// A UD QP: SEND and SEND with immediate only, each WR with its address.
+    pub(crate) ud: bool,
 }
 
 /// A send WR's payload: its SGEs, or (with `IBV_SEND_INLINE`) the bytes they name.
@@ -195,14 +198,17 @@ fn total_len(sges: &[sys::ibv_sge]) -> Option<u64> {
         .try_fold(0u64, |t, s| t.checked_add(u64::from(s.length)))
 }
 
-/// A send WR as the NIC reads it: the WQE header and, for an atomic, its atomic segment.
+/// A send WR as the NIC reads it: the WQE header and, for an atomic, its atomic segment;
+/// for a UD QP's WR, its datagram segment (the address).
 pub(crate) struct SendHeader {
     pub(crate) wqe: SendWqe,
     pub(crate) atomic: Option<AtomicSeg>,
+    pub(crate) ud: Option<UdSeg>,
 }
 
 /// Checks a send WR against the QP's capabilities and makes its WQE header: `EINVAL` for
-/// an opcode or flag the NIC does not have, a READ or atomic on a UC QP, more SGEs than
+/// an opcode or flag the NIC does not have, a READ or atomic on a UC QP, other than a SEND
+/// on a UD QP (whose address [`ud_segment`] adds), more SGEs than
 /// `max_send_sge`, inline data on a READ or an atomic or longer than `max_inline`. An atomic's remote address and its
 /// SGEs' length are the NIC's to check (error completions: `REM_INV_REQ_ERR` for an
 /// unaligned address, `LOC_LEN_ERR` for other than 8 bytes), as on mlx5.
@@ -212,7 +218,9 @@ pub(crate) fn send_header(
     caps: &QpCaps,
 ) -> Result<SendHeader, c_int> {
     let opcode = wr_opcode(wr.opcode)?;
-    if caps.uc && (opcode == WR_RDMA_READ || is_atomic(opcode)) {
+    if (caps.uc && (opcode == WR_RDMA_READ || is_atomic(opcode)))
+        || (caps.ud && opcode != WR_SEND && opcode != WR_SEND_IMM)
+    {
         return Err(libc::EINVAL);
     }
     let f = wr.send_flags;
@@ -281,6 +289,30 @@ pub(crate) fn send_header(
             rkey,
         },
         atomic,
+        ud: None,
+    })
+}
+
+/// The datagram segment of UD send WR `wr`: its AH's address vector, the destination QP
+/// and Q_Key. `EINVAL` for no AH or a QP number above 24 bits.
+///
+/// # Safety
+///
+/// `wr.wr.ud.ah` is null or an AH of ours not yet destroyed (libibverbs' contract for a
+/// UD QP's WR).
+pub(crate) unsafe fn ud_segment(wr: &sys::ibv_send_wr) -> Result<UdSeg, c_int> {
+    // SAFETY: every member of the union is plain integers and pointers; `ud` is the one a
+    // UD QP's WRs use.
+    let u = unsafe { wr.wr.ud };
+    // SAFETY: null or one of our live AHs (caller).
+    let av = unsafe { av_of(u.ah) }.ok_or(libc::EINVAL)?;
+    if u.remote_qpn >= 1 << 24 {
+        return Err(libc::EINVAL);
+    }
+    Ok(UdSeg {
+        remote_qpn: u.remote_qpn,
+        remote_qkey: u.remote_qkey,
+        av,
     })
 }
 
@@ -311,19 +343,29 @@ pub(crate) fn encode_send(
             return Err(libc::EINVAL);
         }
     }
+    if let Some(u) = &hdr.ud {
+        if !u.encode_into(wqe) {
+            return Err(libc::EINVAL);
+        }
+    }
+    let data = sq_wqe_data(if hdr.ud.is_some() {
+        QP_TYPE_UD
+    } else {
+        QP_TYPE_RC
+    });
     match payload {
         Payload::Sges(sges) => {
             for (i, s) in sges.iter().enumerate() {
                 let off = if hdr.atomic.is_some() {
                     SendWqe::atomic_sge_offset(i)
                 } else {
-                    SendWqe::sge_offset(i)
+                    SendWqe::sge_offset_from(data, i)
                 };
                 put_sge(wqe, off, s)?;
             }
         }
         Payload::Inline(bufs) => {
-            let mut off = SQ_WQE_BASE as usize;
+            let mut off = data as usize;
             for b in bufs.iter() {
                 let end = off.checked_add(b.len()).ok_or(libc::EINVAL)?;
                 wqe.get_mut(off..end)
@@ -402,7 +444,8 @@ pub(crate) fn recv_allowed(state: u32) -> bool {
 /// # Safety
 ///
 /// `wr.sg_list` is valid for `wr.num_sge` entries and, with `IBV_SEND_INLINE`, each
-/// entry's bytes are readable (libibverbs' contract for `ibv_post_send`).
+/// entry's bytes are readable; on a UD QP, `wr.wr.ud.ah` is null or a live AH of ours
+/// (libibverbs' contract for `ibv_post_send`).
 unsafe fn post_one_send(
     sq: &mut WorkQueue,
     caps: &QpCaps,
@@ -413,7 +456,11 @@ unsafe fn post_one_send(
     if sq.is_full() {
         return Err(libc::ENOMEM);
     }
-    let hdr = send_header(wr, sges, caps)?;
+    let mut hdr = send_header(wr, sges, caps)?;
+    if caps.ud {
+        // SAFETY: a UD QP's WR: its AH is null or ours and live (the caller's promise).
+        hdr.ud = Some(unsafe { ud_segment(wr) }?);
+    }
     let mut bufs: [&[u8]; MAX_WQE_SGES] = [&[]; MAX_WQE_SGES];
     let payload = if hdr.wqe.flags & WQE_FLAG_INLINE != 0 {
         for (b, s) in bufs.iter_mut().zip(sges) {
@@ -524,9 +571,10 @@ pub(crate) unsafe fn post_recv_chain(
     result
 }
 
-/// The capabilities a send queue of `sq` and a receive queue of `rq` hold.
-pub(crate) fn ring_caps(sq: &QueueShape, rq: Option<&QueueShape>) -> QpCaps {
-    let sq_bytes = (1u32 << sq.log_wqe_size).saturating_sub(SQ_WQE_BASE);
+/// The capabilities a send queue of `sq` and a receive queue of `rq` hold, for a QP of
+/// type `qp_type` (`QP_TYPE_*`: a UD QP's WQEs have a datagram segment more).
+pub(crate) fn ring_caps(sq: &QueueShape, rq: Option<&QueueShape>, qp_type: u8) -> QpCaps {
+    let sq_bytes = (1u32 << sq.log_wqe_size).saturating_sub(sq_wqe_data(qp_type));
     let rq_sges = rq.map_or(0, |r| {
         ((1u32 << r.log_wqe_size).saturating_sub(RQ_WQE_BASE)) / WQE_SGE_SIZE
     });
@@ -538,6 +586,7 @@ pub(crate) fn ring_caps(sq: &QueueShape, rq: Option<&QueueShape>) -> QpCaps {
         max_inline: sq_bytes,
         sig_all: false,
         uc: false,
+        ud: false,
     }
 }
 

@@ -1,5 +1,5 @@
 //! Compiles the test program's C part (`verbs_data.c`, `mr_checks.c`, `ownership.c`,
-//! `quirks.c`, `srq_checks.c`, `atomics.c`, `uc.c`) and links libibverbs.
+//! `quirks.c`, `srq_checks.c`, `atomics.c`, `uc.c`, `ud.c`) and links libibverbs.
 
 fn main() {
     for f in [
@@ -11,6 +11,7 @@ fn main() {
         "srq_checks.c",
         "atomics.c",
         "uc.c",
+        "ud.c",
     ] {
         println!("cargo:rerun-if-changed={f}");
     }
@@ -22,6 +23,7 @@ fn main() {
         .file("srq_checks.c")
         .file("atomics.c")
         .file("uc.c")
+        .file("ud.c")
         .flag("-std=gnu11")
         .warnings(true)
         .extra_warnings(true)

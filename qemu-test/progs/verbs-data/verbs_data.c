@@ -32,6 +32,8 @@
  *              see atomics.c
  *   uc         UC QPs: SEND, SEND with immediate, WRITE, WRITE with immediate, bytes
  *              verified; READ and atomics refused; RC's attributes refused: see uc.c
+ *   ud         UD QPs and address handles: datagrams behind the GRH area, completion
+ *              fields, Q_Key checks, refusals: see ud.c
  * Prints a line per check; exits 0 only when all held.
  */
 #define _GNU_SOURCE
@@ -702,7 +704,7 @@ int verbs_data_main(int argc, char **argv)
 	if (i >= argc) {
 		fprintf(stderr, "usage: %s [--dev A] [--dev2 B] [--mem 4k|huge:PATH|dmabuf] "
 				"transfers|errors|rnr|events|many|shared|levels|stale|drain|quirks|"
-				"srq|srq-events|srq-errnos|srq-hold|atomics|uc...\n", argv[0]);
+				"srq|srq-events|srq-errnos|srq-hold|atomics|uc|ud...\n", argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -740,6 +742,8 @@ int verbs_data_main(int argc, char **argv)
 			check_atomics();
 		else if (!strcmp(argv[i], "uc"))
 			check_uc();
+		else if (!strcmp(argv[i], "ud"))
+			check_ud();
 		else {
 			fprintf(stderr, "unknown check %s\n", argv[i]);
 			return 2;

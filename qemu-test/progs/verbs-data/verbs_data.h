@@ -69,5 +69,6 @@ void check_srq_errnos(void);
 void check_srq_hold(void);
 void check_atomics(void);
 void check_uc(void);
+void check_ud(void);
 
 #endif

@@ -767,7 +767,11 @@ fn ud_segment_layout() {
     };
     let mut b = vec![0xeeu8; SQ_WQE_UD_DATA as usize];
     assert!(seg.encode_into(&mut b));
-    assert_eq!(b[..SQ_WQE_UD_OFFSET as usize], [0xee; 32], "control segments untouched");
+    assert_eq!(
+        b[..SQ_WQE_UD_OFFSET as usize],
+        [0xee; 32],
+        "control segments untouched"
+    );
     assert_eq!(b[32..36], [0x56, 0x34, 0x12, 0]);
     assert_eq!(b[36..40], (UD_QKEY_OWN | 0x11).to_le_bytes());
     assert_eq!(b[40..48], [0; 8]);
@@ -788,12 +792,32 @@ fn ud_segment_layout() {
 #[test]
 fn ud_state_machine_is_ib_modify_qp_is_ok() {
     let init = QP_ATTR_PKEY_INDEX | QP_ATTR_PORT | QP_ATTR_QKEY;
-    assert!(modify_ok(QP_TYPE_UD, QPS_RESET, QPS_INIT, QP_ATTR_STATE | init));
-    assert!(!modify_ok(QP_TYPE_UD, QPS_RESET, QPS_INIT, QP_ATTR_STATE | QP_ATTR_PORT));
+    assert!(modify_ok(
+        QP_TYPE_UD,
+        QPS_RESET,
+        QPS_INIT,
+        QP_ATTR_STATE | init
+    ));
+    assert!(!modify_ok(
+        QP_TYPE_UD,
+        QPS_RESET,
+        QPS_INIT,
+        QP_ATTR_STATE | QP_ATTR_PORT
+    ));
     assert!(modify_ok(QP_TYPE_UD, QPS_INIT, QPS_RTR, QP_ATTR_STATE));
-    assert!(!modify_ok(QP_TYPE_UD, QPS_INIT, QPS_RTR, QP_ATTR_STATE | QP_ATTR_AV));
+    assert!(!modify_ok(
+        QP_TYPE_UD,
+        QPS_INIT,
+        QPS_RTR,
+        QP_ATTR_STATE | QP_ATTR_AV
+    ));
     assert!(!modify_ok(QP_TYPE_UD, QPS_RTR, QPS_RTS, QP_ATTR_STATE));
-    assert!(modify_ok(QP_TYPE_UD, QPS_RTR, QPS_RTS, QP_ATTR_STATE | QP_ATTR_SQ_PSN));
+    assert!(modify_ok(
+        QP_TYPE_UD,
+        QPS_RTR,
+        QPS_RTS,
+        QP_ATTR_STATE | QP_ATTR_SQ_PSN
+    ));
     assert!(modify_ok(QP_TYPE_UD, QPS_RTS, QPS_RTS, QP_ATTR_QKEY));
     assert!(!modify_ok(QP_TYPE_UD, QPS_RTS, QPS_RTS, QP_ATTR_DEST_QPN));
 }

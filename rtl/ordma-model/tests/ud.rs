@@ -175,11 +175,7 @@ fn datagrams_arrive_behind_the_grh_area_with_the_senders_address() {
         let (a, lid) = (p.r[0].a.qpn, 1);
         let want = [
             (4096, 0, &data[..4096]),
-            (
-                10,
-                hw::CQE_FLAG_IMM | hw::CQE_FLAG_SOLICITED,
-                &data[5..15],
-            ),
+            (10, hw::CQE_FLAG_IMM | hw::CQE_FLAG_SOLICITED, &data[5..15]),
             (50, 0, &data[100..150]),
         ];
         for (i, (n, flags, bytes)) in want.into_iter().enumerate() {
@@ -200,7 +196,11 @@ fn datagrams_arrive_behind_the_grh_area_with_the_senders_address() {
             }
             let at = BIG_VA + i as u64 * 0x2000;
             let got = p.r[rx].read(at, GRH as usize + n as usize);
-            assert_eq!(got[..40], [0xee; 40], "{name}: no GRH on an IB port: left alone");
+            assert_eq!(
+                got[..40],
+                [0xee; 40],
+                "{name}: no GRH on an IB port: left alone"
+            );
             assert_eq!(&got[40..], bytes, "{name}: receive {i}'s bytes");
         }
         assert!(p.r[rx].poll('r').is_none(), "{name}");
@@ -233,7 +233,10 @@ fn a_wrong_qkey_or_no_receive_wqe_drops_the_datagram_and_counts_it() {
         }
         p.settle(10);
         assert_eq!(p.r[0].cqe('s').status, hw::WC_SUCCESS, "{name}");
-        assert!(status(&p.r[rx]).contains(" ud_dropped=1 ud_qkey_dropped=0 "), "{name}");
+        assert!(
+            status(&p.r[rx]).contains(" ud_dropped=1 ud_qkey_dropped=0 "),
+            "{name}"
+        );
         // A wrong Q_Key: dropped and counted, the receive WQE stays for the next one.
         recv(&mut p, BIG_VA, 4096);
         {
@@ -243,7 +246,10 @@ fn a_wrong_qkey_or_no_receive_wqe_drops_the_datagram_and_counts_it() {
         p.settle(10);
         assert_eq!(p.r[0].cqe('s').status, hw::WC_SUCCESS, "{name}");
         assert!(p.r[rx].poll('r').is_none(), "{name}: nothing received");
-        assert!(status(&p.r[rx]).contains(" ud_dropped=1 ud_qkey_dropped=1 "), "{name}");
+        assert!(
+            status(&p.r[rx]).contains(" ud_dropped=1 ud_qkey_dropped=1 "),
+            "{name}"
+        );
         // The sender's own Q_Key on request (the high bit): the same as B's here.
         {
             let seg = to_b(&p, hw::UD_QKEY_OWN);
@@ -275,7 +281,11 @@ fn bad_datagrams_complete_in_error() {
             hw::WC_LOC_QP_OP_ERR,
         ),
         ("port 2", |_, s, _| s.av.port_num = 2, hw::WC_LOC_QP_OP_ERR),
-        ("a multicast LID", |_, s, _| s.av.dlid = 0xc001, hw::WC_LOC_QP_OP_ERR),
+        (
+            "a multicast LID",
+            |_, s, _| s.av.dlid = 0xc001,
+            hw::WC_LOC_QP_OP_ERR,
+        ),
     ];
     for (what, edit, status) in cases {
         let (name, mut p) = pairs().remove(2);
@@ -297,9 +307,9 @@ fn bad_datagrams_complete_in_error() {
     let (name, mut p) = pairs().remove(2);
     recv(&mut p, BIG_VA, 40 + 99);
     {
-            let seg = to_b(&p, QKEY);
-            send(&mut p, hw::WR_SEND, SIGNALED, SMALL_VA, 100, &seg);
-        }
+        let seg = to_b(&p, QKEY);
+        send(&mut p, hw::WR_SEND, SIGNALED, SMALL_VA, 100, &seg);
+    }
     p.settle(10);
     assert_eq!(p.r[0].cqe('s').status, hw::WC_SUCCESS, "{name}");
     assert_eq!(p.r[1].cqe('r').status, hw::WC_LOC_LEN_ERR, "{name}");
@@ -330,9 +340,44 @@ fn ud_state_machine_takes_a_qkey_and_no_path() {
     assert_eq!(r.modify(qp.qpn, hw::QP_ATTR_STATE, &a), hw::AQ_OK);
     a.qp_state = hw::QPS_RTS;
     a.sq_psn = 3;
-    assert_eq!(r.modify(qp.qpn, hw::QP_ATTR_STATE | hw::QP_ATTR_SQ_PSN, &a), hw::AQ_OK);
+    assert_eq!(
+        r.modify(qp.qpn, hw::QP_ATTR_STATE | hw::QP_ATTR_SQ_PSN, &a),
+        hw::AQ_OK
+    );
     assert_eq!(r.query(qp.qpn).qkey, 5);
     a.qkey = 9;
     assert_eq!(r.modify(qp.qpn, hw::QP_ATTR_QKEY, &a), hw::AQ_OK);
     assert_eq!(r.query(qp.qpn).qkey, 9);
+}
+
+#[test]
+fn datagrams_wait_in_order_for_a_receive_posted_just_after_them() {
+    for (name, mut p) in pairs() {
+        let rx = p.rx();
+        let data = bytes(5, 300);
+        p.r[0].fill(SMALL_VA, &data);
+        let seg = to_b(&p, QKEY);
+        send(&mut p, hw::WR_SEND, SIGNALED, SMALL_VA, 100, &seg);
+        send(&mut p, hw::WR_SEND, SIGNALED, SMALL_VA + 100, 200, &seg);
+        // The datagrams arrive; no timer runs (no time passes).
+        p.settle(0);
+        assert!(p.r[rx].poll('r').is_none(), "{name}");
+        assert!(p.r[rx].nic.timers_pending(), "{name}: they wait");
+        recv(&mut p, BIG_VA, 4096);
+        recv(&mut p, BIG_VA + 0x2000, 4096);
+        p.settle(0);
+        for (i, (at, n)) in [(0, 100), (100, 200)].into_iter().enumerate() {
+            let c = p.r[rx].cqe('r');
+            assert_eq!((c.status, c.byte_len), (hw::WC_SUCCESS, 40 + n), "{name}: {i}");
+            let got = p.r[rx].read(BIG_VA + i as u64 * 0x2000 + GRH, n as usize);
+            assert_eq!(got, &data[at..at + n as usize], "{name}: {i}, in order");
+        }
+        assert!(status(&p.r[rx]).contains(" ud_dropped=0 "), "{name}");
+        // Without a receive in time: dropped at the timer, counted.
+        send(&mut p, hw::WR_SEND, SIGNALED, SMALL_VA, 100, &seg);
+        p.settle(3);
+        assert!(p.r[rx].poll('r').is_none(), "{name}");
+        assert!(!p.r[rx].nic.timers_pending(), "{name}: nothing waits");
+        assert!(status(&p.r[rx]).contains(" ud_dropped=1 "), "{name}");
+    }
 }

@@ -546,6 +546,7 @@ fn the_capabilities_reported_are_the_ones_enforced() {
             max_inline: 96,
             sig_all: false,
             uc: false,
+            ud: false,
         }
     );
     // What the kernel reports (`uapi.md`: the rings' capacity, capped by max_sge).
@@ -598,6 +599,7 @@ fn the_capabilities_reported_are_the_ones_enforced() {
             max_inline: 96,
             sig_all: false,
             uc: false,
+            ud: false,
         }
     );
 }

@@ -5,6 +5,7 @@
 //! See `Documentation/architecture.md` in the ordma repository for the component map.
 
 mod admin;
+mod ah;
 mod commands;
 mod cq;
 mod device;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Queue pairs (RC and UC): send and receive rings in the user's memory (or, for RC, an SRQ
-//! of the same context instead of a receive ring), pinned here and given to the NIC with
+//! Queue pairs (RC, UC and UD): send and receive rings in the user's memory (or, for RC and
+//! UD, an SRQ of the same context instead of a receive ring), pinned here and given to the NIC with
 //! `CREATE_QP`; the IB state machine, checked here by ib_core's own table and
 //! the NIC's value rules before `MODIFY_QP`, and held by the NIC (`hardware.md`, "Queue
 //! pairs").
@@ -23,8 +23,11 @@ const _: () = {
     assert!(hw::QP_ATTR_AV == ib::QpAttrMask::AV);
 };
 
-/// The most inline bytes a send WQE holds: the largest WQE less its two segments.
-pub(crate) const MAX_INLINE: u32 = (1 << hw::WQE_LOG_SIZE_MAX) - hw::SQ_WQE_BASE;
+/// The most inline bytes a send WQE of a QP of type `qp_type` (`hw::QP_TYPE_*`) holds: the
+/// largest WQE less its segments.
+const fn max_inline(qp_type: u8) -> u32 {
+    (1 << hw::WQE_LOG_SIZE_MAX) - hw::sq_wqe_data(qp_type)
+}
 
 /// The device limits a QP is checked against.
 #[derive(Clone, Copy, Debug)]
@@ -44,7 +47,7 @@ pub(crate) struct Qp<'bound> {
     qpn: u32,
     /// The doorbell page it takes its SQ and RQ doorbells from.
     db_page: u32,
-    /// RC or UC: the state table its modifies follow.
+    /// RC, UC or UD: the state table its modifies follow.
     qp_type: ib::QpType,
     caps: ib::QpCaps,
     max_mtu: u8,
@@ -102,8 +105,8 @@ impl<'bound> Qp<'bound> {
     ///
     /// # Errors
     ///
-    /// `EOPNOTSUPP` for a type other than RC and UC, an XRC domain or RSS table, a UC QP on
-    /// an SRQ, create flags, unknown `comp_mask` bits; `EINVAL` for capabilities beyond the
+    /// `EOPNOTSUPP` for a type other than RC, UC and UD, an XRC domain or RSS table, a UC QP
+    /// on an SRQ, create flags, unknown `comp_mask` bits; `EINVAL` for capabilities beyond the
     /// device's or the rings' (`uapi.md`), a misaligned ring, a receive ring beside an SRQ,
     /// an SRQ of another context; the pinning's errors; `ENOMEM` when the NIC has no free
     /// QP; `EIO`,
@@ -124,11 +127,12 @@ impl<'bound> Qp<'bound> {
         let qp_type = match init.qp_type {
             ib::QpType::Rc => hw::QP_TYPE_RC,
             ib::QpType::Uc => hw::QP_TYPE_UC,
+            ib::QpType::Ud => hw::QP_TYPE_UD,
             _ => return Err(EOPNOTSUPP),
         };
         if init.other_receive
             || init.has_srq != srq.is_some()
-            || (srq.is_some() && qp_type != hw::QP_TYPE_RC)
+            || (srq.is_some() && qp_type == hw::QP_TYPE_UC)
             || init.create_flags != 0
         {
             return Err(EOPNOTSUPP);
@@ -150,7 +154,7 @@ impl<'bound> Qp<'bound> {
             || want.max_recv_wr > limits.max_wr
             || want.max_send_sge > limits.max_sge
             || want.max_recv_sge > limits.max_sge
-            || want.max_inline_data > MAX_INLINE
+            || want.max_inline_data > max_inline(qp_type)
         {
             return Err(EINVAL);
         }
@@ -159,8 +163,9 @@ impl<'bound> Qp<'bound> {
             log_wqe_size: cmd.sq_log_wqe_size,
             addr: cmd.sq_buf_addr,
         };
-        let sq_wqe_min = (hw::SQ_WQE_BASE + hw::WQE_SGE_SIZE * want.max_send_sge)
-            .max(hw::SQ_WQE_BASE + want.max_inline_data);
+        let base = hw::sq_wqe_data(qp_type);
+        let sq_wqe_min = (base + hw::WQE_SGE_SIZE * want.max_send_sge)
+            .max(base + want.max_inline_data);
         sq.check(want.max_send_wr, sq_wqe_min, limits)?;
         let rq = Queue {
             log_depth: cmd.rq_log_depth,
@@ -180,13 +185,13 @@ impl<'bound> Qp<'bound> {
         let caps = ib::QpCaps {
             max_send_wr: 1 << sq.log_depth,
             max_recv_wr: if has_rq { 1 << rq.log_depth } else { 0 },
-            max_send_sge: sges(sq.wqe_size(), hw::SQ_WQE_BASE, limits.max_sge),
+            max_send_sge: sges(sq.wqe_size(), base, limits.max_sge),
             max_recv_sge: if has_rq {
                 sges(rq.wqe_size(), hw::RQ_WQE_BASE, limits.max_sge)
             } else {
                 0
             },
-            max_inline_data: sq.wqe_size() - hw::SQ_WQE_BASE,
+            max_inline_data: sq.wqe_size() - base,
         };
         let dev = nic.pdev.as_ref();
         let mut memory = NicMemory::default();
@@ -362,8 +367,6 @@ fn byte(v: u32) -> u8 {
 
 /// ib_core's attributes in the NIC's format.
 fn to_hw(a: &ib::QpAttr) -> hw::QpAttr {
-    let ah = &a.ah;
-    let grh = ah.grh.unwrap_or_default();
     hw::QpAttr {
         qp_state: a.qp_state,
         cur_qp_state: a.cur_qp_state,
@@ -386,19 +389,7 @@ fn to_hw(a: &ib::QpAttr) -> hw::QpAttr {
         retry_cnt: a.retry_cnt,
         rnr_retry: a.rnr_retry,
         rate_limit: a.rate_limit,
-        ah: hw::QpAh {
-            dlid: ah.dlid,
-            sl: ah.sl,
-            src_path_bits: ah.src_path_bits,
-            static_rate: ah.static_rate,
-            ah_flags: if ah.grh.is_some() { hw::AH_FLAG_GRH } else { 0 },
-            port_num: byte(ah.port_num),
-            dgid: grh.dgid,
-            flow_label: grh.flow_label,
-            sgid_index: grh.sgid_index,
-            hop_limit: grh.hop_limit,
-            traffic_class: grh.traffic_class,
-        },
+        ah: crate::ah::av(&a.ah),
     }
 }
 

@@ -21,6 +21,7 @@ use crate::ib;
     missing_docs,
     clippy::all,
     clippy::pedantic,
+    clippy::undocumented_unsafe_blocks,
     reason = "bindgen output follows C naming and is not ours to lint"
 )]
 mod generated {
@@ -30,7 +31,7 @@ mod generated {
 }
 
 pub(crate) use generated::{
-    ordma_ibv_alloc_pd_resp as AllocPdResp, ordma_ibv_alloc_ucontext_cmd as AllocUcontextCmd,
+    ordma_ibv_alloc_pd_resp as AllocPdResp, ordma_ibv_create_ah_resp as CreateAhResp, ordma_ibv_alloc_ucontext_cmd as AllocUcontextCmd,
     ordma_ibv_alloc_ucontext_resp as AllocUcontextResp, ordma_ibv_create_cq_cmd as CreateCqCmd,
     ordma_ibv_create_cq_resp as CreateCqResp, ordma_ibv_create_qp_cmd as CreateQpCmd,
     ordma_ibv_create_qp_resp as CreateQpResp, ordma_ibv_create_srq_cmd as CreateSrqCmd,
@@ -82,5 +83,9 @@ unsafe impl ib::Uapi for CreateSrqCmd {
 }
 // SAFETY: generated from the uapi header: `__u32` fields only, 8 bytes.
 unsafe impl ib::Uapi for CreateSrqResp {
+    const MIN_SIZE: usize = size_of::<Self>();
+}
+// SAFETY: generated from the uapi header: `__u32` and `__u8` fields, no padding, 56 bytes.
+unsafe impl ib::Uapi for CreateAhResp {
     const MIN_SIZE: usize = size_of::<Self>();
 }

@@ -2,11 +2,12 @@
 
 //! ordma as an ib_core driver: device and port queries answered from what the NIC
 //! reported, and the objects, each in its own file (`ucontext.rs`, `pd.rs`, `mr.rs`,
-//! `cq.rs`, `qp.rs`, `srq.rs`).
+//! `cq.rs`, `qp.rs`, `srq.rs`, `ah.rs`).
 
 use kernel::{prelude::*, sync::Arc};
 
 use crate::{
+    ah::Ah,
     cq::Cq,
     hw,
     ib::{self, PortDesc, PortProtocol},
@@ -55,6 +56,7 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
     type Cq = Cq<'bound>;
     type Qp = Qp<'bound>;
     type Srq = Srq<'bound>;
+    type Ah = Ah;
 
     fn query_device(&self) -> Result<ib::DeviceAttr> {
         let a = &self.attrs;
@@ -237,6 +239,15 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
 
     fn query_srq(&self, srq: &Srq<'bound>) -> Result<ib::SrqAttr> {
         srq.query()
+    }
+
+    fn create_ah<'a>(
+        &'a self,
+        caller: ib::Caller<'a, Self>,
+        _pd: &'a Pd<'bound>,
+        init: &'a ib::AhInit,
+    ) -> impl PinInit<Ah, Error> + 'a {
+        Ah::new(init, caller.udata())
     }
 }
 

@@ -354,6 +354,28 @@ impl QpAh {
         }
     }
 
+    /// Whether the port takes this address (a QP's path, a UD WQE's destination): port 1,
+    /// a unicast LID, SL 0..=15, no source path bits (LMC 0), a known rate, no flag but
+    /// `AH_FLAG_GRH`, and with it source GID index 0 (the port has one GID) and a 20-bit
+    /// flow label.
+    pub fn valid(&self) -> bool {
+        self.port_num == 1
+            && (1..0xc000).contains(&self.dlid)
+            && self.sl <= 15
+            && self.src_path_bits == 0
+            && self.static_rate <= MAX_STATIC_RATE
+            && self.ah_flags & !AH_FLAG_GRH == 0
+            && (self.ah_flags & AH_FLAG_GRH == 0
+                || (self.sgid_index == 0 && self.flow_label < 1 << 20))
+    }
+
+    /// The address as the NIC reads it (the layout above).
+    pub fn encode(&self) -> [u8; QP_AH_SIZE] {
+        let mut b = [0u8; QP_AH_SIZE];
+        self.encode_into(&mut b);
+        b
+    }
+
     /// Decodes from the first [`QP_AH_SIZE`] bytes of `b`; `None` if a reserved byte is
     /// not zero.
     pub fn decode_from(b: &[u8]) -> Option<Self> {
@@ -650,14 +672,7 @@ pub const MAX_STATIC_RATE: u8 = 25;
 pub fn qp_values_ok(mask: u32, a: &QpAttr, max_mtu: u8) -> bool {
     let has = |bit: u32| mask & bit != 0;
     let psn = |v: u32| v < 1 << 24;
-    let ah = &a.ah;
-    let ah_ok = ah.port_num == 1
-        && (1..0xc000).contains(&ah.dlid)
-        && ah.sl <= 15
-        && ah.src_path_bits == 0
-        && ah.static_rate <= MAX_STATIC_RATE
-        && ah.ah_flags & !AH_FLAG_GRH == 0
-        && (ah.ah_flags & AH_FLAG_GRH == 0 || (ah.sgid_index == 0 && ah.flow_label < 1 << 20));
+    let ah_ok = a.ah.valid();
     let checks = [
         (QP_ATTR_STATE, a.qp_state <= QPS_ERR),
         (QP_ATTR_CUR_STATE, a.cur_qp_state <= QPS_ERR),

@@ -173,6 +173,9 @@ impl Nic {
     /// A receive was posted on QP `qpn`: the QPs waiting for an RNR retry towards it send
     /// again now.
     pub(super) fn rnr_wake(&mut self, qpn: u32, mem: &dyn Dma, irq: &dyn Interrupts) {
+        if self.ud_waiting() {
+            self.ud_retry(Instant::now(), mem, irq);
+        }
         let lid = self.config.lid;
         let waiting: Vec<u32> = self
             .qps
@@ -202,6 +205,7 @@ impl Nic {
         self.qps.iter().any(|(_, q)| q.dp.rnr_wait.is_some())
             || self.remote_timers()
             || self.own_pending()
+            || self.ud_waiting()
     }
 
     /// The NIC's timers at time `now`: every QP whose RNR delay has passed sends again;
@@ -218,6 +222,7 @@ impl Nic {
             self.retry_now(qpn, mem, irq);
         }
         self.remote_tick(now, mem, irq);
+        self.ud_retry(now, mem, irq);
         self.drain_own(mem, irq);
     }
 

@@ -213,6 +213,8 @@ pub struct Nic {
     uc_dropped: u64,
     /// What the UD transport counted since the model started.
     ud: ud::UdCounts,
+    /// UD datagrams waiting for receive WQEs.
+    ud_held: ud::HeldQueue,
     /// 32-bit writes per doorbell page since the model started.
     db_page_writes: [u64; hw::DB_PAGES as usize],
     /// PCI COMMAND.BME: the NIC may DMA (and send MSI-X) only while it is set.
@@ -410,6 +412,7 @@ impl Nic {
             atomics: [0; 2],
             uc_dropped: 0,
             ud: ud::UdCounts::default(),
+            ud_held: ud::HeldQueue::default(),
             db_page_writes: [0; hw::DB_PAGES as usize],
             bus_master: false,
             deferred_events: VecDeque::new(),

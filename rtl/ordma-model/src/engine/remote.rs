@@ -115,6 +115,7 @@ impl Nic {
     pub(super) fn remote_forget(&mut self, qpn: u32) {
         self.wire_qps.remove(&qpn);
         self.own_forget(qpn);
+        self.ud_forget(qpn);
     }
 
     /// Takes a frame from the wire: checked, then handed to the responder (requests) or

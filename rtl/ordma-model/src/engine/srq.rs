@@ -199,6 +199,9 @@ impl Nic {
         }
         srq.wq.pi = pi;
         self.doorbells += 1;
+        if self.ud_waiting() {
+            self.ud_retry(std::time::Instant::now(), mem, irq);
+        }
         // One pass over the QPs: those waiting for an RNR retry towards a QP of this NIC
         // that is attached to this SRQ.
         let lid = self.config.lid;

@@ -13,11 +13,20 @@
 //!   PSN. The payload goes into the receive buffers behind their first 40 bytes, the GRH
 //!   area; the port is an InfiniBand port and the frames carry no GRH, so the area is left
 //!   as it is and the CQE has no `CQE_FLAG_GRH`. The CQE carries the sender's QP and LID.
-//!   A datagram with no receive WQE to take, a wrong Q_Key, a QP in another state or a
-//!   payload above the MTU is dropped and counted, silently (`ud_dropped`,
-//!   `ud_qkey_dropped` in the control channel's `status`). A receive WQE too small for the
+//!   A datagram with a wrong Q_Key, for a QP in another state or with a payload above the
+//!   MTU is dropped and counted, silently (`ud_dropped`, `ud_qkey_dropped` in the control
+//!   channel's `status`). A datagram that finds no receive WQE waits for one a short
+//!   while ([`UD_HOLD`], at most [`UD_HELD_MAX`] datagrams on the NIC; those behind it for
+//!   the same QP wait too, in order) and is dropped and counted after that: a receive the
+//!   application posted just before its peer's send may reach the NIC after the datagram
+//!   (each NIC takes its doorbells and frames on its own), as a posted doorbell write and a
+//!   packet race on a real machine; the wait takes that race away without delivering late
+//!   anything that had no receive. A receive WQE too small for the
 //!   GRH area and the payload completes in `LOC_LEN_ERR` and moves the QP to `ERR`, as a
 //!   receive WQE's local errors do on RC.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 use ordma_hw as hw;
 use tracing::debug;
@@ -35,6 +44,23 @@ pub const UD_BUDGET: u32 = 256;
 /// Bytes at the head of every UD receive buffer that hold the GRH (whether the packet
 /// had one or not).
 pub const GRH_LEN: u64 = 40;
+
+/// How long a datagram waits for a receive WQE.
+pub const UD_HOLD: Duration = Duration::from_millis(5);
+/// Datagrams the NIC holds waiting for receive WQEs at most; more are dropped.
+pub const UD_HELD_MAX: usize = 256;
+
+/// A datagram waiting for a receive WQE of its QP.
+pub struct Held {
+    slid: u16,
+    qpn: u32,
+    pkt: Packet,
+    body: Data,
+    until: Instant,
+}
+
+/// The datagrams waiting for receive WQEs, in arrival order.
+pub type HeldQueue = VecDeque<Held>;
 
 /// What the UD transport counted since the model started.
 #[derive(Clone, Copy, Debug, Default)]
@@ -84,10 +110,7 @@ impl Nic {
             return hw::WC_LOC_QP_OP_ERR;
         };
         let av = ud.av;
-        if av.port_num != 1
-            || !(1..0xc000).contains(&av.dlid)
-            || av.ah_flags & !hw::AH_FLAG_GRH != 0
-        {
+        if !av.valid() {
             return hw::WC_LOC_QP_OP_ERR;
         }
         let mtu = mtu_bytes(self.port_attrs().active_mtu);
@@ -146,8 +169,14 @@ impl Nic {
         mem: &dyn Dma,
         irq: &dyn Interrupts,
     ) {
+        if self.ud_held.iter().any(|h| h.qpn == qpn) {
+            // Behind the QP's datagrams that wait: in order.
+            return self.ud_hold(slid, qpn, pkt, body, None);
+        }
         let live = matches!(qp.state, hw::QPS_RTR | hw::QPS_RTS | hw::QPS_SQD);
-        let Some(deth) = pkt.deth.filter(|_| packet::transport(pkt.bth.opcode) == packet::UD)
+        let Some(deth) = pkt
+            .deth
+            .filter(|_| packet::transport(pkt.bth.opcode) == packet::UD)
         else {
             return self.ud_drop(qpn, "not a UD packet");
         };
@@ -166,7 +195,7 @@ impl Nic {
         let gated = self.gate(mem);
         let (index, data, cap) = match self.claim_recv(qpn, true, &gated, mem, irq) {
             Ok(c) => c,
-            Err(Answer::Rnr(_)) => return self.ud_drop(qpn, "no receive WQE"),
+            Err(Answer::Rnr(_)) => return self.ud_hold(slid, qpn, pkt, body, None),
             Err(_) => return self.ud_drop(qpn, "no receive queue"),
         };
         let imm = pkt.imm.map(u32::from_le_bytes);
@@ -212,6 +241,52 @@ impl Nic {
             ..Default::default()
         };
         self.post_recv_cqe(qpn, index, cqe, mem, irq);
+    }
+
+    /// Holds a datagram for QP `qpn` that found no receive WQE, until `until` (a new one:
+    /// [`UD_HOLD`] from now); dropped if the NIC holds [`UD_HELD_MAX`] already.
+    fn ud_hold(&mut self, slid: u16, qpn: u32, pkt: &Packet, body: Data, until: Option<Instant>) {
+        if self.ud_held.len() >= UD_HELD_MAX {
+            return self.ud_drop(qpn, "no receive WQE, and the NIC holds too many");
+        }
+        let until = until.unwrap_or_else(|| Instant::now() + UD_HOLD);
+        self.ud_held.push_back(Held {
+            slid,
+            qpn,
+            pkt: *pkt,
+            body,
+            until,
+        });
+    }
+
+    /// The datagrams waiting for receive WQEs try again (new ones were posted, or the
+    /// timer ticked at `now`), in order; those past their time are dropped and counted.
+    pub(super) fn ud_retry(&mut self, now: Instant, mem: &dyn Dma, irq: &dyn Interrupts) {
+        let held = std::mem::take(&mut self.ud_held);
+        for h in held {
+            let qp = self.qp(h.qpn).copied();
+            match qp {
+                Some(qp) if qp.qp_type == hw::QP_TYPE_UD && h.until > now => {
+                    let before = self.ud_held.len();
+                    self.ud_request(h.slid, h.qpn, &qp, &h.pkt, h.body, mem, irq);
+                    if let Some(last) = self.ud_held.get_mut(before) {
+                        // Held again: its time runs from its arrival, not from now.
+                        last.until = h.until;
+                    }
+                }
+                _ => self.ud_drop(h.qpn, "no receive WQE in time"),
+            }
+        }
+    }
+
+    /// Whether datagrams wait for receive WQEs (the timer then ticks).
+    pub(super) fn ud_waiting(&self) -> bool {
+        !self.ud_held.is_empty()
+    }
+
+    /// Forgets the datagrams waiting for QP `qpn` (reset, destroyed).
+    pub(super) fn ud_forget(&mut self, qpn: u32) {
+        self.ud_held.retain(|h| h.qpn != qpn);
     }
 
     /// Drops a datagram for QP `qpn` and counts it.

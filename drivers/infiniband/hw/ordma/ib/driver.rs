@@ -9,6 +9,7 @@ use super::{
     cq::CqInit,
     mr::MrKeys,
     qp::{QpAttr, QpAttrMask, QpCaps, QpInit},
+    ah::AhInit,
     srq::{SrqAttr, SrqAttrMask, SrqInit},
     ucontext::UserContext,
     udata::Udata,
@@ -241,6 +242,8 @@ pub(crate) trait Driver: Sync + Sized {
     type Qp: QpObject + Send + Sync;
     /// The driver's part of an SRQ.
     type Srq: SrqObject + Send + Sync;
+    /// The driver's part of an address handle.
+    type Ah: Send + Sync;
 
     /// Device attributes (`query_device`).
     fn query_device(&self) -> Result<DeviceAttr>;
@@ -320,6 +323,14 @@ pub(crate) trait Driver: Sync + Sized {
     ) -> Result;
     /// `srq`'s attributes.
     fn query_srq(&self, srq: &Self::Srq) -> Result<SrqAttr>;
+    /// A new address handle for `caller` on `pd`, as `init` asks. It must not sleep: a
+    /// kernel caller may be in atomic context.
+    fn create_ah<'a>(
+        &'a self,
+        caller: Caller<'a, Self>,
+        pd: &'a Self::Pd,
+        init: &'a AhInit,
+    ) -> impl PinInit<Self::Ah, Error> + 'a;
 }
 
 impl DeviceAttr {

@@ -91,6 +91,8 @@ const size_t rust_ib_helper_layout[] = {
 	SZ(ib_srq_init_attr), OFF(ib_srq_init_attr, attr), OFF(ib_srq_init_attr, srq_type),
 	SZ(ib_srq_attr), OFF(ib_srq_attr, max_wr), OFF(ib_srq_attr, max_sge),
 	OFF(ib_srq_attr, srq_limit),
+	SZ(ib_ah), OFF(ib_ah, device), OFF(ib_ah, pd),
+	SZ(rdma_ah_init_attr), OFF(rdma_ah_init_attr, ah_attr), OFF(rdma_ah_init_attr, flags),
 	SZ(ib_qp_attr), OFF(ib_qp_attr, qp_state), OFF(ib_qp_attr, path_mtu), OFF(ib_qp_attr, qkey),
 	OFF(ib_qp_attr, dest_qp_num), OFF(ib_qp_attr, qp_access_flags), OFF(ib_qp_attr, cap),
 	OFF(ib_qp_attr, ah_attr), OFF(ib_qp_attr, pkey_index), OFF(ib_qp_attr, en_sqd_async_notify),

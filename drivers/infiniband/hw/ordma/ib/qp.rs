@@ -177,7 +177,7 @@ pub(crate) struct Grh {
 
 impl AhAttr {
     /// `None` for an address vector that is not of the IB type (RoCE, OPA).
-    fn from_raw(a: &b::rdma_ah_attr) -> Option<Self> {
+    pub(super) fn from_raw(a: &b::rdma_ah_attr) -> Option<Self> {
         if a.type_ != b::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_IB {
             return None;
         }

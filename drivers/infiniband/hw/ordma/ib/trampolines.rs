@@ -2,12 +2,13 @@
 
 //! Every `extern "C"` callback ib_core makes into a driver, and the ops table that names
 //! them: here the device's, the ports', the user contexts', mmap's and the PDs'; the CQs'
-//! and QPs' in `queues`, the SRQs' in `srq`, the MRs' in `mr`.
+//! and QPs' in `queues`, the SRQs' in `srq`, the MRs' in `mr`, the AHs' in `ah`.
 //!
 //! Each trampoline turns its raw pointers into safe types once, calls the [`Driver`], and
 //! maps `Err(e)` to `e.to_errno()`; nothing else. Verbs no driver implements yet answer
 //! `-EOPNOTSUPP` (ib_core requires their presence to register a device).
 
+mod ah;
 mod mr;
 mod queues;
 mod srq;
@@ -20,6 +21,7 @@ use core::{
 use kernel::{ffi, prelude::*, ModuleMetadata};
 
 use super::{
+    ah::IbAh,
     bindings as b,
     cq::IbCq,
     device::data,
@@ -363,12 +365,15 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         uverbs_abi_ver: T::UVERBS_ABI_VERSION,
         alloc_pd: Some(alloc_pd::<T>),
         alloc_ucontext: Some(alloc_ucontext::<T>),
+        create_ah: Some(ah::create_ah::<T>),
         create_cq: Some(queues::create_cq::<T>),
         create_qp: Some(queues::create_qp::<T>),
         create_srq: Some(srq::create_srq::<T>),
+        create_user_ah: Some(ah::create_ah::<T>),
         dealloc_pd: Some(dealloc_pd::<T>),
         dealloc_ucontext: Some(dealloc_ucontext::<T>),
         dereg_mr: Some(mr::dereg_mr::<T>),
+        destroy_ah: Some(ah::destroy_ah::<T>),
         destroy_cq: Some(queues::destroy_cq::<T>),
         destroy_qp: Some(queues::destroy_qp::<T>),
         destroy_srq: Some(srq::destroy_srq::<T>),
@@ -397,6 +402,7 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         reg_user_mr: Some(mr::reg_user_mr::<T>),
         reg_user_mr_dmabuf: Some(mr::reg_user_mr_dmabuf::<T>),
         req_notify_cq: Some(queues::req_notify_cq),
+        size_ib_ah: const { object_size::<IbAh<T>>() },
         size_ib_cq: const { object_size::<IbCq<T>>() },
         size_ib_pd: const { object_size::<IbPd<T>>() },
         size_ib_qp: const { object_size::<IbQp<T>>() },
