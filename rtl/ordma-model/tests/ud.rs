@@ -368,7 +368,11 @@ fn datagrams_wait_in_order_for_a_receive_posted_just_after_them() {
         p.settle(0);
         for (i, (at, n)) in [(0, 100), (100, 200)].into_iter().enumerate() {
             let c = p.r[rx].cqe('r');
-            assert_eq!((c.status, c.byte_len), (hw::WC_SUCCESS, 40 + n), "{name}: {i}");
+            assert_eq!(
+                (c.status, c.byte_len),
+                (hw::WC_SUCCESS, 40 + n),
+                "{name}: {i}"
+            );
             let got = p.r[rx].read(BIG_VA + i as u64 * 0x2000 + GRH, n as usize);
             assert_eq!(got, &data[at..at + n as usize], "{name}: {i}, in order");
         }

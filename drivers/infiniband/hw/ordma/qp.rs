@@ -164,8 +164,8 @@ impl<'bound> Qp<'bound> {
             addr: cmd.sq_buf_addr,
         };
         let base = hw::sq_wqe_data(qp_type);
-        let sq_wqe_min = (base + hw::WQE_SGE_SIZE * want.max_send_sge)
-            .max(base + want.max_inline_data);
+        let sq_wqe_min =
+            (base + hw::WQE_SGE_SIZE * want.max_send_sge).max(base + want.max_inline_data);
         sq.check(want.max_send_wr, sq_wqe_min, limits)?;
         let rq = Queue {
             log_depth: cmd.rq_log_depth,

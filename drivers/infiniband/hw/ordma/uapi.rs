@@ -31,12 +31,12 @@ mod generated {
 }
 
 pub(crate) use generated::{
-    ordma_ibv_alloc_pd_resp as AllocPdResp, ordma_ibv_create_ah_resp as CreateAhResp, ordma_ibv_alloc_ucontext_cmd as AllocUcontextCmd,
-    ordma_ibv_alloc_ucontext_resp as AllocUcontextResp, ordma_ibv_create_cq_cmd as CreateCqCmd,
-    ordma_ibv_create_cq_resp as CreateCqResp, ordma_ibv_create_qp_cmd as CreateQpCmd,
-    ordma_ibv_create_qp_resp as CreateQpResp, ordma_ibv_create_srq_cmd as CreateSrqCmd,
-    ordma_ibv_create_srq_resp as CreateSrqResp, ORDMA_DB_PAGE_SIZE as DB_PAGE_SIZE,
-    ORDMA_UVERBS_ABI_VERSION as UVERBS_ABI_VERSION,
+    ordma_ibv_alloc_pd_resp as AllocPdResp, ordma_ibv_alloc_ucontext_cmd as AllocUcontextCmd,
+    ordma_ibv_alloc_ucontext_resp as AllocUcontextResp, ordma_ibv_create_ah_resp as CreateAhResp,
+    ordma_ibv_create_cq_cmd as CreateCqCmd, ordma_ibv_create_cq_resp as CreateCqResp,
+    ordma_ibv_create_qp_cmd as CreateQpCmd, ordma_ibv_create_qp_resp as CreateQpResp,
+    ordma_ibv_create_srq_cmd as CreateSrqCmd, ordma_ibv_create_srq_resp as CreateSrqResp,
+    ORDMA_DB_PAGE_SIZE as DB_PAGE_SIZE, ORDMA_UVERBS_ABI_VERSION as UVERBS_ABI_VERSION,
 };
 
 // The doorbell page a context maps is what the CPU maps: a page. The module does not build

@@ -6,10 +6,10 @@
 use kernel::{error::VTABLE_DEFAULT_ERROR, prelude::*, ModuleMetadata};
 
 use super::{
+    ah::AhInit,
     cq::CqInit,
     mr::MrKeys,
     qp::{QpAttr, QpAttrMask, QpCaps, QpInit},
-    ah::AhInit,
     srq::{SrqAttr, SrqAttrMask, SrqInit},
     ucontext::UserContext,
     udata::Udata,
