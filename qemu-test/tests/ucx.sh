@@ -1,18 +1,18 @@
 #!/bin/bash
 # VM test: UCX (Debian's 1.18.1, unmodified) over ordma, between two NICs:
-# - `ucx_info -d` lists the rc_verbs transport on ordma0:1 and ordma1:1 (UCX opens ordma's
-#   memory domain and an RC interface on it: it asks for an SRQ of 4096 WQEs and relies on
-#   QP_LAST_WQE_REACHED; ud_verbs still fails, "failed to create UD QP": UD is not there yet);
+# - `ucx_info -d` lists the rc_verbs and ud_verbs transports on ordma0:1 and ordma1:1 (UCX
+#   opens ordma's memory domain, an RC interface on it, which asks for an SRQ of 4096 WQEs
+#   and relies on QP_LAST_WQE_REACHED, and a UD one: UD QPs and address handles);
 # - ucx_perftest at the transport level (UCT) on rc_verbs, server on ordma0:1, client on
 #   ordma1:1: put_bw (zero-copy RDMA WRITE, 64 KiB), get_bw (zero-copy RDMA READ, 64 KiB),
 #   am_bw (active messages, buffered SENDs of 8 KiB into UCX's SRQ), put_lat (8 B), am_lat and
-#   add_lat (64-bit fetch and add): each prints its result line, and the client's NIC took at
-#   least one doorbell per iteration (the model's `status`), so the traffic went through
-#   ordma;
+#   add_lat (64-bit fetch and add), and on ud_verbs am_bw (1 KiB) and am_lat: each prints
+#   its result line, and the client's NIC took at least one doorbell per iteration (the
+#   model's `status`), so the traffic went through ordma;
 # - ucx_perftest at the UCP level (tag matching, what MPI uses), tag_bw of 64 KiB and tag_lat,
-#   with UCX_TLS=rc_verbs,tcp,self: UCP needs an auxiliary transport for its wire-up messages,
-#   which would be ud_verbs; until UD exists TCP carries them, and the data goes over
-#   rc_verbs (the client's NIC took a doorbell per message);
+#   with UCX_TLS=rc_verbs,ud_verbs,self (no TCP): UCP's wire-up goes over ud_verbs (both NICs
+#   sent UD datagrams) and the data over rc_verbs (the client's NIC took a doorbell per
+#   message), and tag_lat with ud_verbs alone;
 # - afterwards neither NIC holds a PD, MR, CQ, QP or SRQ, and no frame was refused.
 # ucx_perftest checks no bytes; ordma-verbs-data's SRQ, atomic and quirks checks (data-srq,
 # atomics, data-loopback) check the same operations' bytes.
@@ -25,55 +25,62 @@ source $P/nic-control.sh
 source $P/server-client.sh
 command -v ucx_perftest >/dev/null || fail "no ucx_perftest in the build root (ucx-utils)"
 doorbells() { nic_ctl "$1" status | grep -o ' doorbells=[0-9]*' | cut -d= -f2; }
+ud_sent() { nic_ctl "$1" status | grep -o ' ud_sent=[0-9]*' | cut -d= -f2; }
 objects() { nic_ctl "$1" status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*\|srqs=[0-9]*' | xargs; }
 
 info=$(ucx_info -d 2>&1)
 for n in 0 1; do
-	# The transport's block for ordma$n: "Transport: rc_verbs" then "Device: ordma$n:1".
-	grep -A1 'Transport: rc_verbs' <<<"$info" | grep -q "Device: ordma$n:1" ||
-		{ echo "$info"; fail "ucx_info -d lists no rc_verbs on ordma$n:1"; }
+	for t in rc_verbs ud_verbs; do
+		# The transport's block for ordma$n: "Transport: $t" then "Device: ordma$n:1".
+		grep -A1 "Transport: $t" <<<"$info" | grep -q "Device: ordma$n:1" ||
+			{ echo "$info"; fail "ucx_info -d lists no $t on ordma$n:1"; }
+	done
 done
-echo "ok: ucx_info -d lists rc_verbs on ordma0:1 and ordma1:1"
+echo "ok: ucx_info -d lists rc_verbs and ud_verbs on ordma0:1 and ordma1:1"
 
 port=13400
-# uct NAME ITERS ARGS...: one UCT test on rc_verbs, server on ordma0, client on ordma1.
+# uct TRANSPORT NAME ITERS ARGS...: one UCT test, server on ordma0, client on ordma1.
 uct() {
-	local name=$1 n=$2 before after
-	shift 2
+	local tl=$1 name=$2 n=$3 before after
+	shift 3
 	port=$((port + 1))
 	before=$(doorbells 1)
-	pair_run "ucx_perftest $name" $port ucx_perftest -P 0 -d ordma0:1 -x rc_verbs -- \
-		ucx_perftest -P 0 -d ordma1:1 -x rc_verbs -t "$name" -n "$n" "$@"
+	pair_run "ucx_perftest $name over $tl" $port ucx_perftest -P 0 -d ordma0:1 -x "$tl" -- \
+		ucx_perftest -P 0 -d ordma1:1 -x "$tl" -t "$name" -n "$n" "$@"
 	grep -q '^Final:' /tmp/cli.out || fail "ucx_perftest $name: no result line"
 	after=$(doorbells 1)
 	[ $((after - before)) -ge "$n" ] ||
 		fail "ucx_perftest $name: ordma1 took $((after - before)) doorbells for $n iterations"
-	echo "ok: ucx_perftest $name over rc_verbs: $(grep '^Final:' /tmp/cli.out | xargs), $((after - before)) doorbells on ordma1"
+	echo "ok: ucx_perftest $name over $tl: $(grep '^Final:' /tmp/cli.out | xargs), $((after - before)) doorbells on ordma1"
 }
-uct put_bw 1000 -D zcopy -s 65536
-uct get_bw 1000 -D zcopy -s 65536
-uct am_bw 1000 -D bcopy -s 8192
-uct put_lat 1000 -s 8
-uct am_lat 1000 -s 8
-uct add_lat 1000 -s 8
+uct rc_verbs put_bw 1000 -D zcopy -s 65536
+uct rc_verbs get_bw 1000 -D zcopy -s 65536
+uct rc_verbs am_bw 1000 -D bcopy -s 8192
+uct rc_verbs put_lat 1000 -s 8
+uct rc_verbs am_lat 1000 -s 8
+uct rc_verbs add_lat 1000 -s 8
+uct ud_verbs am_bw 1000 -D bcopy -s 1024
+uct ud_verbs am_lat 1000 -s 8
 
-# UCP (tag matching), TCP only for UCP's wire-up until UD exists.
+# UCP (tag matching) over ordma alone: TLS the transports UCP may use, no TCP.
 ucp() {
-	local name=$1 n=$2 before after
-	shift 2
+	local tls=$1 name=$2 n=$3 before after u0 u1
+	shift 3
 	port=$((port + 1))
-	before=$(doorbells 1)
-	pair_run "ucx_perftest $name" $port \
-		env UCX_TLS=rc_verbs,tcp,self UCX_NET_DEVICES=ordma0:1,lo ucx_perftest -P 0 -- \
-		env UCX_TLS=rc_verbs,tcp,self UCX_NET_DEVICES=ordma1:1,lo ucx_perftest -P 0 -t "$name" -n "$n" "$@"
+	before=$(doorbells 1) u0=$(ud_sent 0) u1=$(ud_sent 1)
+	pair_run "ucx_perftest $name over $tls" $port \
+		env UCX_TLS=$tls UCX_NET_DEVICES=ordma0:1 ucx_perftest -P 0 -- \
+		env UCX_TLS=$tls UCX_NET_DEVICES=ordma1:1 ucx_perftest -P 0 -t "$name" -n "$n" "$@"
 	grep -q '^Final:' /tmp/cli.out || fail "ucx_perftest $name: no result line"
-	after=$(doorbells 1)
+	after=$(doorbells 1) u0=$(($(ud_sent 0) - u0)) u1=$(($(ud_sent 1) - u1))
 	[ $((after - before)) -ge "$n" ] ||
-		fail "ucx_perftest $name: ordma1 took $((after - before)) doorbells for $n messages (did the data go over TCP?)"
-	echo "ok: ucx_perftest $name over UCP: $(grep '^Final:' /tmp/cli.out | xargs), $((after - before)) doorbells on ordma1"
+		fail "ucx_perftest $name: ordma1 took $((after - before)) doorbells for $n messages"
+	[ $u0 -gt 0 ] && [ $u1 -gt 0 ] || fail "ucx_perftest $name: no UD datagram from a NIC (UCP's wire-up)"
+	echo "ok: ucx_perftest $name over UCP ($tls): $(grep '^Final:' /tmp/cli.out | xargs), $((after - before)) doorbells on ordma1, $u0 + $u1 UD datagrams"
 }
-ucp tag_bw 500 -s 65536
-ucp tag_lat 500 -s 8
+ucp rc_verbs,ud_verbs,self tag_bw 500 -s 65536
+ucp rc_verbs,ud_verbs,self tag_lat 500 -s 8
+ucp ud_verbs,self tag_lat 500 -s 8
 
 for n in 0 1; do
 	[ "$(objects $n)" = "pds=0 mrs=0 cqs=0 qps=0 srqs=0" ] || fail "NIC $n still holds $(objects $n)"
