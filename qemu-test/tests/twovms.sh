@@ -9,7 +9,8 @@
 # - soft-RoCE (rdma_rxe) on each guest's eth0: ibv_rc_pingpong -g (the RoCEv2 GID of the
 #   guest's address), bytes checked; vm0 then decodes the segment's capture with tshark:
 #   every UDP 4791 frame decodes as RoCEv2 (InfiniBand over UDP), the pingpong's RC SENDs
-#   are there both ways and its ACKs, no frame is malformed, no RoCEv2 frame has a warning.
+#   are there both ways and its ACKs, no frame is malformed, no RoCEv2 frame has a warning,
+#   and every RoCEv2 frame's ICRC is right (qemu-test/progs/roce-icrc.py).
 # nics: 1
 # run-args: --vms 2
 # fresh-vm: yes
@@ -91,6 +92,8 @@ if [ "$ORDMA_VM" = 0 ]; then
 		fail "fewer than 200 RC SEND First frames each way (4096 B at MTU 1024: First, Middle x2, Last)"
 	[ "$acks" -gt 0 ] || fail "no ACK in the capture"
 	[ "$bad" = 0 ] || { "${ts[@]}" -Y "$bad_filter" | head; fail "$bad frames malformed or with a warning"; }
-	echo "ok: the segment's capture decodes as RoCEv2, nothing malformed"
+	# tshark shows the ICRC but does not check it: qemu-test/progs/roce-icrc.py does.
+	python3 $P/roce-icrc.py --min "$roce" "$pcap" || fail "a RoCEv2 frame with a wrong ICRC (or none)"
+	echo "ok: the segment's capture decodes as RoCEv2, nothing malformed, every ICRC right"
 fi
 echo "PASS: twovms"
