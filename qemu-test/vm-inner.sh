@@ -14,6 +14,7 @@
 set -euo pipefail
 NICS=1
 VMS=1
+SEGMENT_ARGS=
 TIMEOUT=600
 MODULE=/ordma/src/drivers/infiniband/hw/ordma/ordma.ko
 KMEMLEAK=
@@ -26,6 +27,7 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--nics) NICS=$2; shift 2 ;;
 	--vms) VMS=$2; shift 2 ;;
+	--segment-args) SEGMENT_ARGS=$2; shift 2 ;;
 	--module) MODULE=$2; shift 2 ;;
 	--model) MODEL=$2; shift 2 ;;
 	--kmemleak) KMEMLEAK=1; shift ;;
@@ -84,14 +86,15 @@ mkdir -p /tmp/wire
 if [ "$VMS" -gt 1 ]; then
 	mkdir -p /tmp/segment "$R/shared"
 	mkfifo /tmp/segment.ready
-	python3 /ordma/src/qemu-test/segment.py --dir /tmp/segment --ports "$VMS" \
-		--pcap "$R/shared/segment.pcap" --log "$R/segment.log" --ready-fd 3 3>/tmp/segment.ready &
+	read -r -a seg_args <<<"$SEGMENT_ARGS"
+	python3 /ordma/src/qemu-test/segment.py --dir /tmp/segment --ports "$VMS" --control /tmp/segment.ctl \
+		--pcap "$R/shared/segment.pcap" --log "$R/segment.log" "${seg_args[@]}" --ready-fd 3 3>/tmp/segment.ready &
 	children+=("$!")
 	if ! read -r -t 30 line </tmp/segment.ready || [ "$line" != ready ]; then
 		log "the segment's hub did not start (see segment.log)"
 		exit 125
 	fi
-	log "segment ready (hub pid ${children[-1]}, capture shared/segment.pcap)"
+	log "segment ready (hub pid ${children[-1]}, capture shared/segment.pcap${SEGMENT_ARGS:+, args: $SEGMENT_ARGS})"
 fi
 
 # guest I: starts its NIC models and QEMU, streams its console, serves its control channel,
@@ -182,7 +185,8 @@ guest() {
 	# /ordma/results/control/kill-nic<j>; the harness kills it and renames the file killed-nic<j>.
 	# The control channel: the guest writes req-<id> holding "<nic-index> <request words>"; the
 	# harness sends the request to that model (ordma-model ctl, its --control socket), writes the
-	# reply line to resp-<id> (a temporary name, then mv) and removes the request.
+	# reply line to resp-<id> (a temporary name, then mv) and removes the request. With several
+	# guests, "segment <request words>" goes to the segment's hub (segment.py ctl).
 	mkdir -p "$R/control"
 	(
 		while kill -0 "$QPID" 2>/dev/null; do
@@ -201,7 +205,10 @@ guest() {
 				j= words=
 				read -r j words <"$f" || true
 				read -r -a w <<<"$words"
-				if ! [[ $j =~ ^[0-9]+$ ]] || [ "$j" -ge "$NICS" ]; then
+				if [ "$j" = segment ] && [ "$VMS" -gt 1 ] && [ ${#w[@]} -gt 0 ]; then
+					out=$(python3 /ordma/src/qemu-test/segment.py ctl --control /tmp/segment.ctl -- "${w[@]}" 2>&1 |
+						head -n 1) || true
+				elif ! [[ $j =~ ^[0-9]+$ ]] || [ "$j" -ge "$NICS" ]; then
 					out="error: no NIC '$j'"
 				elif [ ${#w[@]} = 0 ]; then
 					out="error: empty request"
@@ -211,7 +218,7 @@ guest() {
 				printf '%s\n' "$out" >"$R/control/.resp-$id.tmp"
 				mv "$R/control/.resp-$id.tmp" "$R/control/resp-$id"
 				rm -f "$f"
-				log "control: NIC $j '$words' -> $out"
+				log "control: $([ "$j" = segment ] || echo "NIC ")$j '$words' -> $out"
 			done
 			sleep 0.2
 		done

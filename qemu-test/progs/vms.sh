@@ -13,6 +13,7 @@
 #                             (120 s at most), prints its output (/tmp/NAME.cli); fails unless 0
 #   vm_pair NAME PORT CMD...  the same command as vm0's server and vm1's client
 #   vm_flag NAME / vm_wait_flag NAME [SECONDS]: a flag in /ordma/shared, and waiting for it
+#   seg_ctl WORDS, seg_counter NAME: the segment, failing on request (below)
 # Needs qemu-test/progs/server-client.sh's wait_listen.
 [ -n "${ORDMA_VM:-}" ] && [ -d /ordma/shared ] || { echo "FAIL: not a guest of qemu-test/run --vms"; exit 1; }
 VM_SHARED=/ordma/shared
@@ -61,3 +62,9 @@ vm_pair() {
 	1) vm_connect "$name" 0 "$port" "$@"; cp "/tmp/$name.cli" "/tmp/$name.out" ;;
 	esac
 }
+# seg_ctl WORDS...: a request to the run's segment (qemu-test/segment.py: loss|duplicate|
+# corrupt|reorder P, delay MS, link G up|down, clear, status) through the harness; prints the
+# reply line, status 0 for "ok ..." (needs qemu-test/progs/nic-control.sh's nic_ctl).
+# seg_counter NAME: one number of the segment's status (frames, lost, duplicated, ...).
+seg_ctl() { nic_ctl segment "$@"; }
+seg_counter() { seg_ctl status | tr ' ' '\n' | sed -n "s/^$1=//p"; }
