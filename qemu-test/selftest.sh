@@ -4,7 +4,8 @@
 # too; a report in the kernel's own boot gets one more boot), ORDMA_MODEL_LOG reaching the models, and that Ctrl-C (SIGINT to the process group),
 # SIGTERM and SIGKILL of the harness leave no QEMU or NIC model behind. Several guests
 # (--vms 2): each guest's status, output and logs in its own folder, the run's status and
-# summary, a failing guest stopping the other, and the timeout and the signals again, for
+# summary, --segment-args reaching the segment, a failing guest stopping the other, and the
+# timeout and the signals again, for
 # every guest and the segment's hub. Each case boots a guest (about 10 s under TCG).
 #
 # Usage: qemu-test/selftest.sh RESULTS_DIR
@@ -88,7 +89,7 @@ check "ORDMA_MODEL_LOG=debug reaches the NIC model" yes \
 
 # Several guests: the command runs in each, knowing which it is; each one's results in vm<i>/;
 # the run's status is the first failing guest's; summary.txt has them all.
-rc=0; "$RUN" --vms 2 --results "$OUT/vms" -- sh -c \
+rc=0; "$RUN" --vms 2 --segment-args "--loss 0.25 --seed 5" --results "$OUT/vms" -- sh -c \
 	'echo "guest $ORDMA_VM of $ORDMA_VMS: $(hostname) $(ip -4 -br addr show eth0 | awk "{print \$3}")"; exit $((ORDMA_VM + 3))' \
 	>/dev/null 2>&1 || rc=$?
 check "--vms 2: the run's status is the first failing guest's" 3 "$rc"
@@ -101,6 +102,8 @@ for g in 0 1; do
 done
 check "--vms 2: summary.txt has each guest's status" "vm0 rc=3 vm1 rc=4" \
 	"$(grep -o '^vm[0-9] rc=[0-9]*' "$OUT/vms/summary.txt" 2>/dev/null | tr '\n' ' ' | sed 's/ $//')"
+check "--vms 2: --segment-args reach the segment's hub" yes \
+	"$(grep -q 'loss=0.25 .* from=all' "$OUT/vms/segment.log" 2>/dev/null && echo yes || echo no)"
 check "--vms 2: the segment was captured" yes "$([ -s "$OUT/vms/shared/segment.pcap" ] && echo yes || echo no)"
 # A guest that fails stops the others (30 s later): a peer waiting for it does not wait
 # until the deadline.
