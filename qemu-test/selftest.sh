@@ -5,8 +5,7 @@
 # SIGTERM and SIGKILL of the harness leave no QEMU or NIC model behind. Several guests
 # (--vms 2): each guest's status, output and logs in its own folder, the run's status and
 # summary, --segment-args reaching the segment, a failing guest stopping the other, and the
-# timeout and the signals again, for
-# every guest and the segment's hub. Each case boots a guest (about 10 s under TCG).
+# timeout and the signals again, for every guest and the segment's hub. Each case boots a guest (about 10 s under TCG).
 #
 # Usage: qemu-test/selftest.sh RESULTS_DIR
 source "$(dirname "$0")/../scripts/lib.sh"
