@@ -2,8 +2,10 @@
 # Host test of the VM harness itself (qemu-test/run): exit status and output, the timeout,
 # kernel-warning detection (from the kernel's log, not the command's output; hung tasks
 # too; a report in the kernel's own boot gets one more boot), ORDMA_MODEL_LOG reaching the models, and that Ctrl-C (SIGINT to the process group),
-# SIGTERM and SIGKILL of the harness leave no QEMU or NIC model behind. Each case boots a
-# guest (about 10 s under TCG).
+# SIGTERM and SIGKILL of the harness leave no QEMU or NIC model behind. Several guests
+# (--vms 2): each guest's status, output and logs in its own folder, the run's status and
+# summary, --segment-args reaching the segment, a failing guest stopping the other, and the
+# timeout and the signals again, for every guest and the segment's hub. Each case boots a guest (about 10 s under TCG).
 #
 # Usage: qemu-test/selftest.sh RESULTS_DIR
 source "$(dirname "$0")/../scripts/lib.sh"
@@ -84,39 +86,82 @@ check "a command printing WARNING: passes" 0 "$rc"
 check "ORDMA_MODEL_LOG=debug reaches the NIC model" yes \
 	"$(grep -q DEBUG "$OUT/stdout-warning/nic0.log" && echo yes || echo no)"
 
+# Several guests: the command runs in each, knowing which it is; each one's results in vm<i>/;
+# the run's status is the first failing guest's; summary.txt has them all.
+rc=0; "$RUN" --vms 2 --segment-args "--loss 0.25 --seed 5" --results "$OUT/vms" -- sh -c \
+	'echo "guest $ORDMA_VM of $ORDMA_VMS: $(hostname) $(ip -4 -br addr show eth0 | awk "{print \$3}")"; exit $((ORDMA_VM + 3))' \
+	>/dev/null 2>&1 || rc=$?
+check "--vms 2: the run's status is the first failing guest's" 3 "$rc"
+for g in 0 1; do
+	check "--vms 2: vm$g knows it is guest $g, has its name and address" \
+		"guest $g of 2: vm$g 10.0.0.$((g + 1))/24" "$(cat "$OUT/vms/vm$g/output.txt" 2>/dev/null)"
+	for f in console.log kernel.log dmesg.txt qemu.log nic0.log cmd.sh rc; do
+		check "--vms 2: vm$g/ has $f" yes "$([ -e "$OUT/vms/vm$g/$f" ] && echo yes || echo no)"
+	done
+done
+check "--vms 2: summary.txt has each guest's status" "vm0 rc=3 vm1 rc=4" \
+	"$(grep -o '^vm[0-9] rc=[0-9]*' "$OUT/vms/summary.txt" 2>/dev/null | tr '\n' ' ' | sed 's/ $//')"
+check "--vms 2: --segment-args reach the segment's hub" yes \
+	"$(grep -q 'loss=0.25 .* from=all' "$OUT/vms/segment.log" 2>/dev/null && echo yes || echo no)"
+check "--vms 2: the segment was captured" yes "$([ -s "$OUT/vms/shared/segment.pcap" ] && echo yes || echo no)"
+# A guest that fails stops the others (30 s later): a peer waiting for it does not wait
+# until the deadline.
+start=$SECONDS
+rc=0; ORDMA_RUN_ID=$ID-vms-stop "$RUN" --vms 2 --timeout 300 --results "$OUT/vms-stop" -- sh -c \
+	'[ "$ORDMA_VM" = 0 ] || sleep 1000; exit 5' >/dev/null 2>&1 || rc=$?
+check "--vms 2: a guest failing while the other waits: its status" 5 "$rc"
+check "--vms 2: ... the other stopped well before the deadline" yes "$([ $((SECONDS - start)) -lt 200 ] && echo yes || echo no)"
+check "--vms 2: ... and said so in the summary" yes \
+	"$(grep -q '^vm1 rc=125 .*stopped: another guest failed' "$OUT/vms-stop/summary.txt" 2>/dev/null && echo yes || echo no)"
+check "--vms 2: no QEMU, NIC model or hub left after a stop" "" "$(left_of "$ID-vms-stop")"
+rc=0; ORDMA_RUN_ID=$ID-vms-timeout "$RUN" --vms 2 --results "$OUT/vms-timeout" --timeout 25 -- sleep 1000 >/dev/null 2>&1 || rc=$?
+check "--vms 2: timeout gives 124" 124 "$rc"
+check "--vms 2: no QEMU, NIC model or hub left after timeout" "" "$(left_of "$ID-vms-timeout")"
+
 # Signals: start a long run in its own process group, wait until the command runs, signal.
 # Job control on, as in a terminal: a background job then has its own process group. And
 # SIGINT at its default disposition, as a terminal's foreground job has it: this script may
 # itself have been started with SIGINT ignored (any `&` in a non-interactive shell does that,
 # CI's runner may too), and an ignored signal stays ignored across exec unless reset.
+# Each signal with one guest, then with two (both booted, both QEMUs and the segment's hub
+# running when the signal comes).
 set -m
-for sig in INT TERM KILL; do
-	dir=$OUT/sig$sig
+for case in INT TERM KILL vms-INT vms-TERM vms-KILL; do
+	sig=${case#vms-}
+	dir=$OUT/sig$case
 	mkdir -p "$dir"
-	ORDMA_RUN_ID=$ID-$sig env --default-signal=INT "$RUN" --results "$dir" -- sleep 1000 >"$dir.out" 2>&1 &
+	args=() consoles=("$dir/console.log") want_qemus=1
+	[ "$case" = "$sig" ] || { args=(--vms 2); consoles=("$dir/vm0/console.log" "$dir/vm1/console.log"); want_qemus=2; }
+	ORDMA_RUN_ID=$ID-$case env --default-signal=INT "$RUN" "${args[@]}" --results "$dir" -- sleep 1000 >"$dir.out" 2>&1 &
 	pid=$!
-	for _ in $(seq 600); do # up to 60 s for the guest to boot
-		grep -q 'ordma loaded' "$dir/console.log" 2>/dev/null && break
+	booted=no
+	for _ in $(seq 900); do # up to 90 s for the guests to boot
+		booted=yes
+		for c in "${consoles[@]}"; do grep -q 'ordma loaded' "$c" 2>/dev/null || booted=no; done
+		[ $booted = no ] || break
 		sleep 0.1
 	done
-	check "SIG$sig case: guest booted" yes "$(grep -q 'ordma loaded' "$dir/console.log" && echo yes || echo no)"
-	check "SIG$sig case: QEMU and a NIC model run with the marker" yes \
-		"$(left_of "$ID-$sig" | grep -q 'qemu-system' && left_of "$ID-$sig" | grep -q 'ordma-model' && echo yes || echo no)"
+	check "SIG$case case: guest(s) booted" yes "$booted"
+	check "SIG$case case: QEMU ($want_qemus) and NIC models run with the marker" yes \
+		"$([ "$(left_of "$ID-$case" | grep -o 'qemu-system' | wc -l)" = $want_qemus ] &&
+			left_of "$ID-$case" | grep -q 'ordma-model' && echo yes || echo no)"
+	[ "$case" = "$sig" ] || check "SIG$case case: the segment's hub runs with the marker" yes \
+		"$(left_of "$ID-$case" | grep -q 'python3' && echo yes || echo no)"
 	case $sig in
 	INT) kill -INT -- "-$pid"; want=130 ;; # what Ctrl-C in a terminal does: the whole foreground group
 	TERM) kill -TERM "$pid"; want=143 ;;   # what a supervisor does: the harness process only
 	KILL) kill -KILL "$pid"; want=137 ;;   # nothing can catch it: the kernel must clean up
 	esac
 	rc=0; wait "$pid" || rc=$?
-	check "SIG$sig: harness exits with $want" $want $rc
+	check "SIG$case: harness exits with $want" $want $rc
 	left=
 	for _ in $(seq 50); do # SIGKILL: the namespace's processes die asynchronously
-		left=$(left_of "$ID-$sig")
+		left=$(left_of "$ID-$case")
 		[ -n "$left" ] || break
 		sleep 0.1
 	done
-	check "SIG$sig: no QEMU or NIC model left" "" "$left"
-	[ $sig = KILL ] || check "SIG$sig: harness prints where the logs are" yes \
+	check "SIG$case: no QEMU or NIC model left" "" "$left"
+	[ $sig = KILL ] || check "SIG$case: harness prints where the logs are" yes \
 		"$(grep -q "logs: $dir" "$dir.out" && echo yes || echo no)"
 done
 
