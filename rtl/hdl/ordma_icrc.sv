@@ -35,7 +35,7 @@ module ordma_icrc (
   // The frame's bytes that the ICRC sees as ones, besides the LRH (Ethernet 6..13):
   // IPv4 TOS (15), TTL (22), checksum (24, 25); UDP checksum (40, 41); BTH byte 4 (46).
   function automatic logic masked_one(input int b);
-    return (b >= 6 && b < 14) || b == 15 || b == 22 || b == 24 || b == 25 || b == 40 ||
+    masked_one = (b >= 6 && b < 14) || b == 15 || b == 22 || b == 24 || b == 25 || b == 40 ||
         b == 41 || b == 46;
   endfunction
 
