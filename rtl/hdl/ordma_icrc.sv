@@ -14,7 +14,7 @@
 // bytes take to all ones), and the IPv4 TOS, TTL and checksum, the UDP checksum and the
 // BTH's reserved byte as ones. A beat's update is register' = A^64 * register ^ D * beat
 // with the last beat's unused bytes zeroed; those zero bytes are then undone, A^-empty,
-// off the register's loop. Fully pipelined: a beat a cycle, a frame's ICRC three cycles
+// off the register's loop. Fully pipelined: a beat a cycle, a frame's ICRC four cycles
 // after its last beat, everything held while out_valid waits for out_ready.
 module ordma_icrc (
     input logic clk,
@@ -88,21 +88,36 @@ module ordma_icrc (
       b_k <= a_k;
     end
 
-  // Stage C: the last beat's zero bytes undone; the ICRC is the register inverted.
+  // Stages C and D: the last beat's zero bytes undone, three powers a stage; the ICRC is
+  // the register inverted.
+  logic [31:0] r1;
+  always_comb begin
+    r1 = b_x;
+    if (b_k[0]) r1 = icrc_rew1(r1);
+    if (b_k[1]) r1 = icrc_rew2(r1);
+    if (b_k[2]) r1 = icrc_rew4(r1);
+  end
+  logic c_valid;
+  logic [31:0] c_x;
+  logic [2:0] c_k;
+  always_ff @(posedge clk)
+    if (rst) c_valid <= 1'b0;
+    else if (advance) begin
+      c_valid <= b_valid;
+      c_x <= r1;
+      c_k <= b_k[5:3];
+    end
   logic [31:0] r;
   always_comb begin
-    r = b_x;
-    if (b_k[0]) r = icrc_rew1(r);
-    if (b_k[1]) r = icrc_rew2(r);
-    if (b_k[2]) r = icrc_rew4(r);
-    if (b_k[3]) r = icrc_rew8(r);
-    if (b_k[4]) r = icrc_rew16(r);
-    if (b_k[5]) r = icrc_rew32(r);
+    r = c_x;
+    if (c_k[0]) r = icrc_rew8(r);
+    if (c_k[1]) r = icrc_rew16(r);
+    if (c_k[2]) r = icrc_rew32(r);
   end
   always_ff @(posedge clk)
     if (rst) out_valid <= 1'b0;
     else if (advance) begin
-      out_valid <= b_valid;
+      out_valid <= c_valid;
       out_icrc  <= ~r;
     end
 
