@@ -331,7 +331,7 @@ need_vm=; need_debug=
 selected host-harness-selftest "${VM_NAMES[@]}" && need_vm=1
 selected build-kernel-debug module-build-debug "${VM_DEBUG_NAMES[@]}" && need_debug=1
 [ -z "$need_debug" ] || need_vm=1
-ALL_STEPS=(build-root build-kernel lint-rustfmt lint-cargo-clippy cargo-test fuzz module-clippy model-build
+ALL_STEPS=(build-root build-kernel lint-rustfmt lint-cargo-clippy cargo-test rtl-lint rtl-formal fuzz module-clippy model-build
 	provider-build module-build host-kconfig-check host-harness-selftest "${VM_NAMES[@]}"
 	build-kernel-debug module-build-debug "${VM_DEBUG_NAMES[@]}")
 if [ -n "$FILTER" ]; then
@@ -347,6 +347,10 @@ step --show build-kernel "$ORDMA_SRC/scripts/build-kernel.sh" || { log "no test 
 	drivers/infiniband/hw/ordma/ordma_main.rs && cargo fmt --all --check' || true
 ! selected lint-cargo-clippy || step lint-cargo-clippy inroot 'cargo clippy --workspace --all-targets -- -D warnings' || true
 ! selected cargo-test || step cargo-test inroot 'cargo test --workspace' || true
+# The NIC's RTL (rtl/hdl): Verilator's lint of every block and mutant.
+! selected rtl-lint || step rtl-lint inroot 'bash rtl/hdl/lint.sh' || true
+# ... and the mux's bounded proof (yosys smtbmc, z3), its mutants caught.
+! selected rtl-formal || step rtl-formal inroot 'bash rtl/hdl/formal.sh' || true
 # The model's parsers under libFuzzer, ORDMA_FUZZ_SECONDS (25) per target; a crash's input is
 # kept in the step's folder (scripts/fuzz.sh).
 fuzz() {
