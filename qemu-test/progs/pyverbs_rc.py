@@ -4,7 +4,7 @@
 
 - the device and port as pyverbs reads them (`Context.query_device`, `query_port`);
 - the limits answered with their exact errnos through `PyverbsRDMAError.error_code`: a CQ
-  of `max_cqe + 1` and a QP asking `max_qp_wr + 1` WRs are EINVAL, a UD QP EOPNOTSUPP;
+  of `max_cqe + 1` and a QP asking `max_qp_wr + 1` WRs are EINVAL, a raw packet QP EOPNOTSUPP;
 - two RC QPs on one context connected to each other with pyverbs' own `QP.to_rts`
   (RESET -> INIT -> RTR -> RTS), and over them SEND/RECV, RDMA WRITE and RDMA READ of 64 KiB
   between pyverbs `MR`s, every byte compared (`MR.read`), every completion's status,
@@ -91,7 +91,7 @@ def main():
     cq = CQ(ctx, 64, None, None, 0)
     expect_errno(f"RC QP of max_qp_wr + 1 ({dev.max_qp_wr + 1}) WRs", errno.EINVAL,
                  lambda: qp(pd, cq, dev.max_qp_wr + 1))
-    expect_errno("UD QP", errno.EOPNOTSUPP, lambda: qp(pd, cq, 16, e.IBV_QPT_UD))
+    expect_errno("raw packet QP", errno.EOPNOTSUPP, lambda: qp(pd, cq, 16, e.IBV_QPT_RAW_PACKET))
 
     a, b = qp(pd, cq), qp(pd, cq)
     for me, peer in ((a, b), (b, a)):

@@ -11,7 +11,7 @@ Usage: verbs_cq_qp.py CHECK...   (each in turn, on its own device context)
            its context; CQ_ERROR is IBV_EVENT_CQ_ERR for that CQ; RTS -> SQD with
            en_sqd_async_notify is IBV_EVENT_SQ_DRAINED for that QP
   caps     RC QP capabilities (what the provider sizes and the kernel answers), limits
-           (EINVAL), a UD QP (EOPNOTSUPP), no RQ, post_send/post_recv in RESET are EINVAL
+           (EINVAL), a raw packet QP (EOPNOTSUPP), no RQ, post_send/post_recv in RESET are EINVAL
   states   the RC state machine: every (from, to) pair of reachable states with the
            attributes the pair requires; a missing or a disallowed attribute, bad values:
            EINVAL (PSNs past 24 bits are masked by ib_core, not refused); ibv_query_qp
@@ -30,7 +30,7 @@ import sys
 import threading
 
 from ibv import (
-    IBV_EVENT_CQ_ERR, IBV_EVENT_SQ_DRAINED, IBV_QPT_RC, IBV_QPT_UD, QP_ATTR, QP_STATES,
+    IBV_EVENT_CQ_ERR, IBV_EVENT_SQ_DRAINED, IBV_QPT_RC, QP_ATTR, QP_STATES,
     IbvAsyncEvent, IbvDeviceAttr, IbvPortAttr, IbvQpAttr, IbvQpInitAttr, context_op, die,
     ibv, open_device, ptr,
 )
@@ -345,7 +345,8 @@ def check_caps():
         ("max_send_sge = max_sge + 1", (1, 1, max_sge + 1, 1, 0), IBV_QPT_RC, errno.EINVAL),
         ("max_recv_sge = max_sge + 1", (1, 1, 1, max_sge + 1, 0), IBV_QPT_RC, errno.EINVAL),
         ("max_inline_data = 993", (1, 1, 1, 1, 993), IBV_QPT_RC, errno.EINVAL),
-        ("a UD QP", (1, 1, 1, 1, 0), IBV_QPT_UD, errno.EOPNOTSUPP),
+        # A type ordma does not have (IBV_QPT_RAW_PACKET; UD is the `ud` VM test's).
+        ("a raw packet QP", (1, 1, 1, 1, 0), 8, errno.EOPNOTSUPP),
     ]
     for what, case, qpt, want in refused:
         qp, e = create_qp(pd, cq, cq, *case, qp_type=qpt)
