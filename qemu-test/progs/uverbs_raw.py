@@ -32,7 +32,7 @@ Checks, each with the exact errno Documentation/uapi.md promises:
                ring's depth and the CQN; DESTROY_CQ frees it
   CREATE_QP    (RC) short request -> EINVAL; unknown comp_mask bits -> EOPNOTSUPP; rings
                too shallow or with WQEs too small for the capabilities asked, capabilities
-               beyond the device's, an RQ described without receive WRs -> EINVAL; UD ->
+               beyond the device's, an RQ described without receive WRs -> EINVAL; raw packet ->
                EOPNOTSUPP; a good request -> the capabilities the rings hold and the QPN in
                both responses; DESTROY_QP frees it
   ownership    a CQ arm doorbell for another context's CQ, written on this context's
@@ -62,7 +62,7 @@ QP_RESP = struct.Struct("<II")  # comp_mask, qpn
 # ib_uverbs_create_qp_resp: qp_handle, qpn, max_send_wr, max_recv_wr, max_send_sge,
 # max_recv_sge, max_inline_data, reserved
 QP_CORE_RESP = struct.Struct("<8I")
-QPT_RC, QPT_UD = 2, 4
+QPT_RC, QPT_RAW_PACKET = 2, 8
 DB_PAGES = 64
 
 checks = 0
@@ -252,7 +252,7 @@ def create_qp_checks(fd, _ring, _rec):
         ("CREATE_QP with max_send_wr beyond the device's 4096", (4097, 16, 1, 1, 0), drv(sq_d=13), errno.EINVAL, QPT_RC),
         ("CREATE_QP with an RQ but no receive WRs", (16, 0, 1, 0, 0), drv(), errno.EINVAL, QPT_RC),
         ("CREATE_QP with an SQ ring not page aligned", caps, drv(sqb=sq_addr + 64), errno.EINVAL, QPT_RC),
-        ("CREATE_QP of type UD", caps, drv(), errno.EOPNOTSUPP, QPT_UD),
+        ("CREATE_QP of type raw packet", caps, drv(), errno.EOPNOTSUPP, QPT_RAW_PACKET),
     ]:
         e, _, _ = create_qp(fd, pd, cq, c, data, qpt)
         expect_errno(what, e, want)
