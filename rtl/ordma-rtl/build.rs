@@ -40,8 +40,10 @@ const MODELS: &[Model] = &[
 ];
 
 fn main() {
+    // PANIC: build time only: cargo prints it as the build error.
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let hdl = manifest.join("../hdl");
+    // PANIC: build time only: cargo prints it as the build error.
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets it"));
     let verilator = std::env::var("VERILATOR").unwrap_or_else(|_| "verilator".into());
     println!("cargo:rerun-if-env-changed=VERILATOR");
@@ -54,6 +56,7 @@ fn main() {
         .args(["--getenv", "VERILATOR_ROOT"])
         .output()
         .unwrap_or_else(|e| {
+            // PANIC: build time only: cargo prints it as the build error.
             panic!("ordma-rtl needs Verilator ({verilator}: {e}); the build root has it: run cargo in scripts/in-root")
         });
     let root = PathBuf::from(String::from_utf8_lossy(&root.stdout).trim());
@@ -96,6 +99,7 @@ fn main() {
             .args(m.args)
             .arg(hdl.join(m.file))
             .status()
+            // PANIC: build time only: cargo prints it as the build error.
             .unwrap_or_else(|e| panic!("{verilator}: {e}"));
         assert!(status.success(), "verilator failed on {}", m.file);
         build.include(&dir);
@@ -111,6 +115,7 @@ fn main() {
 
 fn cpp_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        // PANIC: build time only: cargo prints it as the build error.
         .expect("verilator wrote it")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "cpp"))
