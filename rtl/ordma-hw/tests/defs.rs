@@ -5,7 +5,7 @@ use ordma_hw::*;
 #[test]
 fn version_fields_split_major_and_minor() {
     assert_eq!(version_major(VERSION), 1);
-    assert_eq!(version_minor(VERSION), 3, "1.3: UD QPs");
+    assert_eq!(version_minor(VERSION), 4, "1.4: the Ethernet port");
     assert_eq!(version_major(0x0003_0007), 3);
     assert_eq!(version_minor(0x0003_0007), 7);
     assert_eq!(version_major(u32::MAX), 0xffff);
@@ -121,10 +121,15 @@ fn port_attrs_and_params_round_trip() {
         link_width: 1,
         link_speed: 1,
         max_msg_sz: 1 << 31,
+        link_layer: LINK_LAYER_ETHERNET,
+        mac: [2, 0x6f, 0x72, 0x64, 0, 1],
     };
     let b = a.encode();
     assert_eq!(PortAttrs::decode(&b), a);
     assert_eq!(&b[4..6], &[0x34, 0x12], "lid is little-endian at 4");
+    assert_eq!(b[28], 2, "link_layer @28");
+    assert_eq!(&b[32..38], &[2, 0x6f, 0x72, 0x64, 0, 1], "mac @32");
+    assert!(b[29..32].iter().chain(&b[38..]).all(|&x| x == 0));
     let p = QueryPortParams {
         port: 1,
         resp_addr: 0x1000,
@@ -320,6 +325,7 @@ fn qp_attr_layout_round_trips_and_rejects_reserved() {
             sgid_index: 0,
             hop_limit: 64,
             traffic_class: 0x20,
+            dmac: [0; 6],
         },
     };
     let b = a.encode();
@@ -335,7 +341,7 @@ fn qp_attr_layout_round_trips_and_rejects_reserved() {
     assert_eq!(get_le32(&b, 72), Some(0x000f_ffff));
     assert_eq!(&b[76..79], &[0, 64, 0x20]);
     assert_eq!(QpAttr::decode(&b), Some(a));
-    for off in [26, 27, 37, 39, 44, 47, 55, 79, 80, 95, 96, 127] {
+    for off in [26, 27, 37, 39, 44, 47, 55, 79, 86, 95, 96, 127] {
         let mut bad = b;
         bad[off] = 1;
         assert_eq!(QpAttr::decode(&bad), None, "reserved byte {off}");
@@ -953,4 +959,77 @@ fn srq_wqe_links_and_qp_srq_flag() {
     let mut no_flag = q;
     no_flag.flags = 0;
     assert_eq!(no_flag.srqn(), None);
+}
+
+#[test]
+fn set_gid_params_and_ethernet_addresses() {
+    let mut gid = [0u8; 16];
+    gid[10..].copy_from_slice(&[0xff, 0xff, 10, 78, 0, 1]);
+    let p = SetGidParams {
+        port: 1,
+        index: 3,
+        gid,
+        gid_type: GID_TYPE_ROCE_V2,
+    };
+    let e = p.encode();
+    assert_eq!(get_le32(&e, 4), Some(3));
+    assert_eq!(&e[8..24], &gid);
+    assert_eq!(e[24], 1);
+    assert_eq!(SetGidParams::decode(&e), Some(p));
+    assert_eq!(gid_ipv4(&gid), Some([10, 78, 0, 1]));
+    assert_eq!(
+        gid_ipv4(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 1, 2, 3, 4]),
+        None
+    );
+    let mut bad = e;
+    bad[25] = 1;
+    assert_eq!(SetGidParams::decode(&bad), None, "reserved byte");
+    bad = e;
+    bad[24] = 2;
+    assert_eq!(SetGidParams::decode(&bad), None, "unknown type");
+    bad = e;
+    bad[24] = GID_TYPE_NONE;
+    assert_eq!(
+        SetGidParams::decode(&bad),
+        None,
+        "an empty entry with a GID"
+    );
+    bad[8..24].fill(0);
+    assert!(SetGidParams::decode(&bad).is_some(), "clearing");
+
+    let av = QpAh {
+        port_num: 1,
+        ah_flags: AH_FLAG_GRH,
+        dgid: gid,
+        sgid_index: 3,
+        hop_limit: 64,
+        dmac: [2, 0, 0, 0, 0, 1],
+        ..Default::default()
+    };
+    assert!(av.valid_ethernet(16) && av.valid_on(LINK_LAYER_ETHERNET, 16));
+    assert!(!av.valid(), "an InfiniBand port takes no MAC and no LID 0");
+    assert!(!av.valid_ethernet(3), "source index past the table");
+    for bad in [
+        QpAh { dlid: 1, ..av },
+        QpAh { ah_flags: 0, ..av },
+        QpAh { sl: 8, ..av },
+        QpAh { port_num: 2, ..av },
+        QpAh {
+            flow_label: 1 << 20,
+            ..av
+        },
+        QpAh { dmac: [0; 6], ..av },
+        QpAh {
+            dmac: [1, 0, 0x5e, 0, 0, 1],
+            ..av
+        },
+    ] {
+        assert!(!bad.valid_ethernet(16), "{bad:?}");
+    }
+    let mut b = [0u8; QP_AH_SIZE];
+    av.encode_into(&mut b);
+    assert_eq!(&b[32..38], &av.dmac, "dmac @32");
+    assert_eq!(QpAh::decode_from(&b), Some(av));
+    b[38] = 1;
+    assert_eq!(QpAh::decode_from(&b), None, "reserved @38");
 }

@@ -25,6 +25,7 @@ pub(crate) fn av(ah: &ib::AhAttr) -> hw::QpAh {
         sgid_index: grh.sgid_index,
         hop_limit: grh.hop_limit,
         traffic_class: grh.traffic_class,
+        dmac: [0; 6],
     }
 }
 

@@ -36,8 +36,8 @@ pub(crate) struct QpLimits {
     pub(crate) max_wr: u32,
     /// SGEs per work request.
     pub(crate) max_sge: u32,
-    /// The port's active MTU (an `enum ib_mtu` code): the largest path MTU.
-    pub(crate) max_mtu: u8,
+    /// The port: the largest path MTU, its link layer and GID table (an address's rules).
+    pub(crate) port: hw::PortShape,
 }
 
 /// A QP on the NIC; dropping it destroys it there.
@@ -50,7 +50,7 @@ pub(crate) struct Qp<'bound> {
     /// RC, UC or UD: the state table its modifies follow.
     qp_type: ib::QpType,
     caps: ib::QpCaps,
-    max_mtu: u8,
+    port: hw::PortShape,
     /// The state as last set or queried (the NIC may have moved it to `ERR` since); the
     /// lock serialises modifies.
     #[pin]
@@ -250,7 +250,7 @@ impl<'bound> Qp<'bound> {
             uctx.db_page()
         );
         // Nothing below fails: the QP is never dropped half made.
-        let (nic, max_mtu) = (nic.clone(), limits.max_mtu);
+        let (nic, port) = (nic.clone(), limits.port);
         let db_page = uctx.db_page();
         let qp_type = init.qp_type;
         Ok(try_pin_init!(Self {
@@ -259,7 +259,7 @@ impl<'bound> Qp<'bound> {
             db_page,
             qp_type,
             caps,
-            max_mtu,
+            port,
             state <- new_mutex!(hw::QPS_RESET, "ordma_qp_state"),
             memory: Some(memory),
         }? Error))
@@ -309,7 +309,7 @@ impl<'bound> Qp<'bound> {
         if !ib::modify_qp_is_ok(cur, next, self.qp_type, mask)
             || bits & hw::QP_ATTR_UNSUPPORTED != 0
             || cur != *state
-            || !hw::qp_values_ok(bits, &a, self.max_mtu)
+            || !hw::qp_values_ok(bits, &a, &self.port)
         {
             return Err(EINVAL);
         }

@@ -188,7 +188,7 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
             let limits = QpLimits {
                 max_wr: self.max_qp_wr(),
                 max_sge: self.attrs.max_sge,
-                max_mtu: self.port.active_mtu,
+                port: self.port.shape(),
             };
             Qp::new(
                 &self.nic, u.uctx, pd, send_cq, recv_cq, srq, init, &limits, u.pages, u.udata,

@@ -292,17 +292,18 @@ pub const QP_AH_SIZE: usize = 48;
 /// `QpAh::ah_flags` bit: the GRH fields are valid (`IB_AH_GRH`).
 pub const AH_FLAG_GRH: u8 = 1 << 0;
 
-/// An address vector (48 bytes, little-endian), the part of `ib_ah_attr` RC needs.
+/// An address vector (48 bytes, little-endian), the part of `ib_ah_attr` the NIC needs.
 ///
 /// Layout: `dlid` u16 @0, `sl` u8 @2, `src_path_bits` u8 @3, `static_rate` u8 @4,
 /// `ah_flags` u8 @5 (`AH_FLAG_*`), `port_num` u8 @6, reserved u8 @7, `dgid` 16 bytes @8,
 /// `flow_label` u32 @24, `sgid_index` u8 @28, `hop_limit` u8 @29, `traffic_class` u8 @30,
-/// reserved u8 @31 and bytes @32..48 (room for RoCE's destination MAC), zero.
+/// reserved u8 @31, `dmac` 6 bytes @32 (1.4: an Ethernet port's destination MAC, as
+/// ib_core resolved it; zero on InfiniBand), reserved @38..48, zero.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QpAh {
-    /// Destination LID.
+    /// Destination LID (0 on Ethernet).
     pub dlid: u16,
-    /// Service level, 0..=15.
+    /// Service level, 0..=15 (Ethernet: the frame's priority, 0..=7).
     pub sl: u8,
     /// Source path bits (below 2^LMC; the port's LMC is 0).
     pub src_path_bits: u8,
@@ -322,6 +323,8 @@ pub struct QpAh {
     pub hop_limit: u8,
     /// Traffic class.
     pub traffic_class: u8,
+    /// Destination MAC (Ethernet).
+    pub dmac: [u8; 6],
 }
 
 impl QpAh {
@@ -352,12 +355,15 @@ impl QpAh {
                 *d = *v;
             }
         }
+        if let Some(d) = b.get_mut(32..38) {
+            d.copy_from_slice(&self.dmac);
+        }
     }
 
-    /// Whether the port takes this address (a QP's path, a UD WQE's destination): port 1,
-    /// a unicast LID, SL 0..=15, no source path bits (LMC 0), a known rate, no flag but
-    /// `AH_FLAG_GRH`, and with it source GID index 0 (the port has one GID) and a 20-bit
-    /// flow label.
+    /// Whether an InfiniBand port takes this address (a QP's path, a UD WQE's
+    /// destination): port 1, a unicast LID, SL 0..=15, no source path bits (LMC 0), a
+    /// known rate, no flag but `AH_FLAG_GRH`, and with it source GID index 0 (the port has
+    /// one GID) and a 20-bit flow label; no MAC.
     pub fn valid(&self) -> bool {
         self.port_num == 1
             && (1..0xc000).contains(&self.dlid)
@@ -367,6 +373,35 @@ impl QpAh {
             && self.ah_flags & !AH_FLAG_GRH == 0
             && (self.ah_flags & AH_FLAG_GRH == 0
                 || (self.sgid_index == 0 && self.flow_label < 1 << 20))
+            && self.dmac == [0; 6]
+    }
+
+    /// Whether an Ethernet port with a GID table of `gid_tbl_len` entries takes this
+    /// address: port 1, LID 0, SL 0..=7, no source path bits, a known rate, `AH_FLAG_GRH`
+    /// (every RoCE address is global) and no other flag, a source GID index in the table,
+    /// a 20-bit flow label, a unicast destination MAC. Whether the source entry is set,
+    /// and of the destination's family, is checked when a frame is built.
+    pub fn valid_ethernet(&self, gid_tbl_len: u32) -> bool {
+        self.port_num == 1
+            && self.dlid == 0
+            && self.sl <= 7
+            && self.src_path_bits == 0
+            && self.static_rate <= MAX_STATIC_RATE
+            && self.ah_flags == AH_FLAG_GRH
+            && u32::from(self.sgid_index) < gid_tbl_len
+            && self.flow_label < 1 << 20
+            && self.dmac[0] & 1 == 0
+            && self.dmac != [0; 6]
+    }
+
+    /// Whether a port of link layer `link_layer` (`LINK_LAYER_*`) with a GID table of
+    /// `gid_tbl_len` entries takes this address.
+    pub fn valid_on(&self, link_layer: u8, gid_tbl_len: u32) -> bool {
+        if link_layer == super::LINK_LAYER_ETHERNET {
+            self.valid_ethernet(gid_tbl_len)
+        } else {
+            self.valid()
+        }
     }
 
     /// The address as the NIC reads it (the layout above).
@@ -380,11 +415,13 @@ impl QpAh {
     /// not zero.
     pub fn decode_from(b: &[u8]) -> Option<Self> {
         let byte = |o: usize| b.get(o).copied();
-        if byte(7)? != 0 || byte(31)? != 0 || !zero(b, 32..QP_AH_SIZE) {
+        if byte(7)? != 0 || byte(31)? != 0 || !zero(b, 38..QP_AH_SIZE) {
             return None;
         }
         let mut dgid = [0u8; 16];
         dgid.copy_from_slice(b.get(8..24)?);
+        let mut dmac = [0u8; 6];
+        dmac.copy_from_slice(b.get(32..38)?);
         Some(Self {
             dlid: get_le16(b, 0)?,
             sl: byte(2)?,
@@ -397,6 +434,7 @@ impl QpAh {
             sgid_index: byte(28)?,
             hop_limit: byte(29)?,
             traffic_class: byte(30)?,
+            dmac,
         })
     }
 }
@@ -665,14 +703,38 @@ pub const QP_ATTR_UNSUPPORTED: u32 = QP_ATTR_ALT_PATH | QP_ATTR_RATE_LIMIT;
 /// Largest `enum ib_rate` value.
 pub const MAX_STATIC_RATE: u8 = 25;
 
+/// What of a port decides whether a QP's attributes are in range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortShape {
+    /// The largest path MTU (`MTU_*` code).
+    pub max_mtu: u8,
+    /// `LINK_LAYER_*`.
+    pub link_layer: u8,
+    /// GID table length.
+    pub gid_tbl_len: u32,
+}
+
+impl super::PortAttrs {
+    /// What of this port decides whether a QP's attributes are in range.
+    pub fn shape(&self) -> PortShape {
+        PortShape {
+            max_mtu: self.active_mtu,
+            link_layer: self.link_layer,
+            gid_tbl_len: self.gid_tbl_len,
+        }
+    }
+}
+
 /// Whether the values of every attribute `mask` names are in range for this NIC (one
-/// port, one PKey, one GID, LMC 0, MTU up to `max_mtu`), as "The QP state machine" in
-/// `hardware.md` lists them. The NIC checks every `MODIFY_QP` with it; the driver checks
-/// first, so that a user's bad value is its `EINVAL`, not a refused command.
-pub fn qp_values_ok(mask: u32, a: &QpAttr, max_mtu: u8) -> bool {
+/// port, one PKey, LMC 0, MTU up to the port's, the address as [`QpAh::valid_on`] takes
+/// it), as "The QP state machine" in `hardware.md` lists them. The NIC checks every
+/// `MODIFY_QP` with it; the driver checks first, so that a user's bad value is its
+/// `EINVAL`, not a refused command.
+pub fn qp_values_ok(mask: u32, a: &QpAttr, port: &PortShape) -> bool {
     let has = |bit: u32| mask & bit != 0;
     let psn = |v: u32| v < 1 << 24;
-    let ah_ok = a.ah.valid();
+    let max_mtu = port.max_mtu;
+    let ah_ok = a.ah.valid_on(port.link_layer, port.gid_tbl_len);
     let checks = [
         (QP_ATTR_STATE, a.qp_state <= QPS_ERR),
         (QP_ATTR_CUR_STATE, a.cur_qp_state <= QPS_ERR),

@@ -665,6 +665,8 @@ impl Nic {
             link_width: 1,
             link_speed: 1,
             max_msg_sz: 1 << 31,
+            link_layer: hw::LINK_LAYER_INFINIBAND,
+            mac: [0; 6],
         }
     }
 

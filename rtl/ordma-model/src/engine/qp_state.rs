@@ -93,7 +93,7 @@ impl Nic {
         let Some(a) = hw::QpAttr::decode(&raw) else {
             return (hw::AQ_BAD_PARAM, 0);
         };
-        let max_mtu = self.port_attrs().active_mtu;
+        let port = self.port_attrs().shape();
         let Some(qp) = self.qps.get_index_mut(index) else {
             return (hw::AQ_BAD_PARAM, 0);
         };
@@ -107,7 +107,7 @@ impl Nic {
         let ok = hw::modify_ok(qp.qp_type, cur, next, mask)
             && mask & hw::QP_ATTR_UNSUPPORTED == 0
             && (mask & hw::QP_ATTR_CUR_STATE == 0 || a.cur_qp_state == cur)
-            && hw::qp_values_ok(mask, &a, max_mtu);
+            && hw::qp_values_ok(mask, &a, &port);
         if !ok {
             debug!(qpn = p.qpn, cur, next, mask, "QP modify refused");
             return (hw::AQ_BAD_PARAM, 0);
