@@ -26,8 +26,10 @@ ifneq ($(KDIR),)
 # Direct build against a given tree (also what the wrapper below runs inside the root).
 all: modules model provider
 
+# The model links the RTL blocks (co-simulation, --rtl) where Verilator is installed (the
+# build root has it).
 model:
-	cargo build --release -p ordma-model
+	cargo build --release -p ordma-model $(if $(shell command -v verilator),--features rtl)
 
 provider:
 	cargo build --release -p ordma-provider -p ordma-verbs-data

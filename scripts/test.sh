@@ -345,8 +345,8 @@ step --show build-root "$ORDMA_SRC/scripts/build-root.sh" || { log "no build roo
 step --show build-kernel "$ORDMA_SRC/scripts/build-kernel.sh" || { log "no test kernel; stopping"; exit 1; }
 ! selected lint-rustfmt || step lint-rustfmt inroot 'rustfmt --check --edition 2021 --config-path /ordma/kernel/.rustfmt.toml \
 	drivers/infiniband/hw/ordma/ordma_main.rs && cargo fmt --all --check' || true
-! selected lint-cargo-clippy || step lint-cargo-clippy inroot 'cargo clippy --workspace --all-targets -- -D warnings' || true
-! selected cargo-test || step cargo-test inroot 'cargo test --workspace' || true
+! selected lint-cargo-clippy || step lint-cargo-clippy inroot 'cargo clippy --workspace --all-targets --features ordma-model/rtl -- -D warnings' || true
+! selected cargo-test || step cargo-test inroot 'cargo test --workspace --features ordma-model/rtl' || true
 # The NIC's RTL (rtl/hdl): Verilator's lint of every block and mutant.
 ! selected rtl-lint || step rtl-lint inroot 'bash rtl/hdl/lint.sh' || true
 # ... and the mux's bounded proof (yosys smtbmc, z3), its mutants caught.
@@ -362,7 +362,7 @@ fuzz() {
 # A failed model or provider build leaves the previous binaries in the target directory: the
 # VM tests must not run them (guest_ok).
 guest_ok=1
-[ -z "$need_vm" ] && ! selected model-build || step model-build inroot 'cargo build --release -p ordma-model' || guest_ok=
+[ -z "$need_vm" ] && ! selected model-build || step model-build inroot 'cargo build --release -p ordma-model --features rtl' || guest_ok=
 [ -z "$need_vm" ] && ! selected provider-build || step provider-build inroot 'cargo build --release -p ordma-provider -p ordma-verbs-data &&
 	test -f /ordma/cache/target/release/libordma.so && test -x /ordma/cache/target/release/ordma-verbs-data' || guest_ok=
 [ -n "$guest_ok" ] || log "the NIC model or the provider did not build: skipping every VM test (they would run the previous ones)"

@@ -171,7 +171,11 @@ pub fn execute(dev: &Device, req: Request) -> String {
             ),
             None => format!("error: no MR with key {key:#x}"),
         },
-        Request::Status => format!("ok {}", l.nic.status_snapshot()),
+        Request::Status => format!(
+            "ok {}{}",
+            l.nic.status_snapshot(),
+            crate::engine::datapath::status()
+        ),
     }
 }
 

@@ -72,6 +72,22 @@ struct Args {
     /// DIR/lid-<LID>.sock and sends RoCEv2 frames for LID L to DIR/lid-L.sock
     #[arg(long, value_name = "DIR")]
     wire: Option<PathBuf>,
+    /// Co-simulation: every DMA through the RTL DMA channel mux and every frame's ICRC
+    /// from the RTL ICRC unit (rtl/hdl, Verilated; needs a model built with the `rtl`
+    /// feature, as `make` builds it)
+    #[arg(long)]
+    rtl: bool,
+    /// With --rtl: the probability P (0 to 0.9) that each port of the RTL blocks stalls in
+    /// a cycle
+    #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = parse_stalls)]
+    rtl_stalls: f64,
+    /// With --rtl: the stalls' seed
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    rtl_seed: u64,
+    /// With --rtl: the mux, good, or a mutant the checks must catch: loses-beat (a beat
+    /// that arrives while the output stalls overwrites it) or bubble
+    #[arg(long, value_name = "KIND", default_value = "good", value_parser = ["good", "loses-beat", "bubble"])]
+    rtl_mux: String,
     #[command(subcommand)]
     cmd: Option<Cmd>,
 }
@@ -115,6 +131,44 @@ enum Attr {
 
 fn parse_guid(v: &str) -> Result<u64, String> {
     u64::from_str_radix(v.trim_start_matches("0x"), 16).map_err(|e| format!("{v}: {e}"))
+}
+
+fn parse_stalls(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(p) if (0.0..=0.9).contains(&p) => Ok(p),
+        _ => Err(format!("{v}: a probability from 0 to 0.9")),
+    }
+}
+
+/// Installs the RTL datapath (`--rtl`).
+#[cfg(feature = "rtl")]
+fn install_rtl(args: &Args) -> Result<(), String> {
+    use ordma_model::engine::datapath::{self, rtl};
+    use ordma_rtl::MuxKind;
+    let mux = match args.rtl_mux.as_str() {
+        "loses-beat" => MuxKind::LosesBeat,
+        "bubble" => MuxKind::Bubble,
+        _ => MuxKind::Good,
+    };
+    let cfg = rtl::Config {
+        stalls: args.rtl_stalls,
+        seed: args.rtl_seed,
+        mux,
+    };
+    if !datapath::install(Box::new(rtl::Rtl::new(cfg))) {
+        return Err("a datapath is installed already".into());
+    }
+    info!(stalls = cfg.stalls, seed = cfg.seed, mux = ?cfg.mux, "co-simulation: DMA and ICRC through the RTL blocks");
+    Ok(())
+}
+
+/// `--rtl` without the `rtl` feature.
+#[cfg(not(feature = "rtl"))]
+fn install_rtl(_: &Args) -> Result<(), String> {
+    Err(
+        "this ordma-model was built without the RTL (cargo's `rtl` feature, which needs Verilator)"
+            .into(),
+    )
 }
 
 fn parse_level(v: &str) -> Result<tracing::Level, String> {
@@ -238,6 +292,14 @@ fn main() -> ExitCode {
         set_attr(&mut config.attrs, *attr, *n);
     }
     info!(nic = args.index, guid = format_args!("{guid:016x}"), socket = %socket.display(), "starting");
+
+    if args.rtl {
+        if let Err(e) = install_rtl(&args) {
+            error!(%e, "--rtl");
+            eprintln!("ordma-model: --rtl: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
 
     let server = match vfio_user::Server::new(&socket, true, Backend::irqs(), Backend::regions()) {
         Ok(s) => s,

@@ -83,6 +83,26 @@ pub trait Dma {
     /// [`DmaError`] if any byte of the range is not mapped (nothing is written then).
     fn dma_write(&self, addr: u64, data: &[u8]) -> Result<(), DmaError>;
 
+    /// [`Dma::dma_read`] of payload (the requester's data to send): the same but for
+    /// the DMA channel it takes in the hardware (`engine::datapath`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Dma::dma_read`].
+    fn dma_read_payload(&self, addr: u64, buf: &mut [u8]) -> Result<(), DmaError> {
+        self.dma_read(addr, buf)
+    }
+
+    /// [`Dma::dma_write`] of payload (data received): the same but for the DMA channel it
+    /// takes in the hardware (`engine::datapath`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Dma::dma_write`].
+    fn dma_write_payload(&self, addr: u64, data: &[u8]) -> Result<(), DmaError> {
+        self.dma_write(addr, data)
+    }
+
     /// Writes a ring entry whose byte `owner` holds its phase (ownership) bit: every other
     /// byte first, then, after a release fence, that byte, so a consumer that sees the new
     /// phase and then reads the rest sees the whole entry (`hardware.md`, "Admin queue").

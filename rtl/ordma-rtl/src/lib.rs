@@ -97,6 +97,11 @@ pub fn set_beat(io: &mut IcrcIo, b: &[u8]) {
     io.in_empty = ((64 - n) % 64) as u8;
 }
 
+// SAFETY: the Verilated model behind `p` belongs to this value alone (no other pointer to it
+// exists) and has no thread affinity (Verilated single-threaded, its own context): moving
+// it to another thread and clocking it there, one thread at a time, is sound.
+unsafe impl Send for Icrc {}
+
 impl Default for Icrc {
     fn default() -> Self {
         Self::new()
@@ -177,6 +182,9 @@ impl Mux {
         }
     }
 }
+
+// SAFETY: as for `Icrc`: the model is this value's alone and has no thread affinity.
+unsafe impl Send for Mux {}
 
 impl Drop for Mux {
     fn drop(&mut self) {

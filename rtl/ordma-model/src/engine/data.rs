@@ -96,7 +96,7 @@ impl Data {
             }
             Data::Pieces(p, _) => Self::walk(p, pos, buf.len(), |addr, r| {
                 buf.get_mut(r)
-                    .is_some_and(|dst| mem.dma_read(addr, dst).is_ok())
+                    .is_some_and(|dst| mem.dma_read_payload(addr, dst).is_ok())
             }),
         }
     }
@@ -160,7 +160,7 @@ impl Data {
             Data::Inline(_) => false,
             Data::Pieces(p, _) => Self::walk(p, pos, buf.len(), |addr, r| {
                 buf.get(r)
-                    .is_some_and(|src| mem.dma_write(addr, src).is_ok())
+                    .is_some_and(|src| mem.dma_write_payload(addr, src).is_ok())
             }),
         }
     }

@@ -40,6 +40,7 @@ pub mod completer;
 pub mod counters;
 pub mod cq;
 pub mod data;
+pub mod datapath;
 pub mod doorbell;
 pub mod events;
 pub mod flights;
@@ -343,25 +344,38 @@ struct Gate<'a> {
     open: bool,
 }
 
+impl Gate<'_> {
+    fn refused(&self, addr: u64, len: usize) -> Result<(), DmaError> {
+        if self.open {
+            Ok(())
+        } else {
+            Err(DmaError { addr, len })
+        }
+    }
+}
+
+/// Every DMA through the [`datapath`], on the DMA channel mux's input it takes in the
+/// hardware: reads fetch descriptors and plain writes report unless the caller names the
+/// payload (`dma_read_payload`, `dma_write_payload`, copies and atomics).
 impl Dma for Gate<'_> {
     fn dma_read(&self, addr: u64, buf: &mut [u8]) -> Result<(), DmaError> {
-        if !self.open {
-            return Err(DmaError {
-                addr,
-                len: buf.len(),
-            });
-        }
-        self.mem.dma_read(addr, buf)
+        self.refused(addr, buf.len())?;
+        datapath::read(self.mem, datapath::Chan::Fetch, addr, buf)
     }
 
     fn dma_write(&self, addr: u64, data: &[u8]) -> Result<(), DmaError> {
-        if !self.open {
-            return Err(DmaError {
-                addr,
-                len: data.len(),
-            });
-        }
-        self.mem.dma_write(addr, data)
+        self.refused(addr, data.len())?;
+        datapath::write(self.mem, datapath::Chan::Report, addr, data)
+    }
+
+    fn dma_read_payload(&self, addr: u64, buf: &mut [u8]) -> Result<(), DmaError> {
+        self.refused(addr, buf.len())?;
+        datapath::read(self.mem, datapath::Chan::PayloadRead, addr, buf)
+    }
+
+    fn dma_write_payload(&self, addr: u64, data: &[u8]) -> Result<(), DmaError> {
+        self.refused(addr, data.len())?;
+        datapath::write(self.mem, datapath::Chan::PayloadWrite, addr, data)
     }
 
     fn reachable(&self, addr: u64, len: u64) -> bool {
@@ -369,17 +383,13 @@ impl Dma for Gate<'_> {
     }
 
     fn dma_copy(&self, src: u64, dst: u64, len: usize) -> Result<(), DmaError> {
-        if !self.open {
-            return Err(DmaError { addr: src, len });
-        }
-        self.mem.dma_copy(src, dst, len)
+        self.refused(src, len)?;
+        datapath::copy(self.mem, src, dst, len)
     }
 
     fn dma_atomic64(&self, addr: u64, op: crate::mem::Atomic64) -> Result<u64, DmaError> {
-        if !self.open {
-            return Err(DmaError { addr, len: 8 });
-        }
-        self.mem.dma_atomic64(addr, op)
+        self.refused(addr, 8)?;
+        datapath::atomic64(self.mem, addr, op)
     }
 }
 

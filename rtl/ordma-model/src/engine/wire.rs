@@ -304,7 +304,7 @@ pub fn encode(slid: u16, dlid: u16, sqpn: u32, pkt: &Packet, payload: &[u8]) -> 
     out.extend_from_slice(payload);
     out.extend_from_slice(&[0; 3][..pad]);
     out.extend_from_slice(&[0; ICRC_LEN]);
-    let crc = icrc(&out).unwrap_or(0);
+    let crc = super::datapath::icrc(&out).unwrap_or(0);
     let n = out.len();
     if let Some(c) = out.get_mut(n - ICRC_LEN..) {
         c.copy_from_slice(&crc.to_le_bytes());
@@ -354,7 +354,7 @@ pub fn decode(b: &[u8]) -> Result<Frame, FrameError> {
     }
     let n = b.len();
     let got = b.get(n - ICRC_LEN..).ok_or(E::Length)?;
-    let want = icrc(b).ok_or(E::Length)?.to_le_bytes();
+    let want = super::datapath::icrc(b).ok_or(E::Length)?.to_le_bytes();
     if got != want {
         return Err(E::Icrc);
     }
