@@ -22,10 +22,12 @@ BOOT_WARNING=
 BOOT_HANG=
 # The boot watchdog (below): how long the guest has to reach its init's mounts.
 BOOT_LIMIT=
+LINK_LAYER=infiniband
 declare -A EXTRA=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--nics) NICS=$2; shift 2 ;;
+	--link-layer) LINK_LAYER=$2; shift 2 ;;
 	--vms) VMS=$2; shift 2 ;;
 	--segment-args) SEGMENT_ARGS=$2; shift 2 ;;
 	--module) MODULE=$2; shift 2 ;;
@@ -77,8 +79,11 @@ cp /ordma/cache/target/release/libordma.so $P/libordma-rdmav34.so
 
 MODEL=${MODEL:-/ordma/cache/target/release/ordma-model}
 # The wire between the NICs: one directory, one L2 segment for every NIC of the run, of
-# every guest; each model binds /tmp/wire/lid-<LID>.sock (LID = model number + 1) and sends
-# RoCEv2 frames to its peers' sockets.
+# every guest; each model binds /tmp/wire/<its MAC>.sock (02-6f-72-64-00-<model number + 1>:
+# derived from its LID on an InfiniBand port, its own on an Ethernet one) and sends frames
+# to its peers' sockets. An Ethernet port also carries its netdev's frames (--link-layer
+# ethernet): the guest's virtio-net device of the NIC's MAC is a QEMU dgram netdev whose
+# peer is the model.
 mkdir -p /tmp/wire
 
 # Several guests: their eth0s on one segment, a hub process of the run (qemu-test/segment.py)
@@ -110,12 +115,20 @@ guest() {
 
 	# The NICs: one model process per NIC, each on its own vfio-user socket. They run in
 	# this PID namespace, so they end with it whatever happens.
-	local NIC_ARGS=() NIC_PIDS=() j n sock extra line
+	local NIC_ARGS=() ETH_ARGS=() NIC_PIDS=() j n sock extra line mac
 	for ((j = 0; j < NICS; j++)); do
 		n=$((i * NICS + j))
 		sock=/tmp/vm$i-nic$j.sock
 		mkfifo "/tmp/vm$i-nic$j.ready"
 		read -r -a extra <<<"${EXTRA[$i:$j]:-${EXTRA[$j]:-}}"
+		if [ "$LINK_LAYER" = ethernet ]; then
+			# The NIC's netdev: QEMU binds .qeth, the model .eth; each sends to the other.
+			mac=$(printf '02:6f:72:64:%02x:%02x' $(((n + 1) >> 8)) $(((n + 1) & 255)))
+			extra=(--link-layer ethernet --mac "$mac" --netdev "/tmp/vm$i-nic$j.eth"
+				--netdev-peer "/tmp/vm$i-nic$j.qeth" "${extra[@]}")
+			ETH_ARGS+=(-netdev "{\"type\":\"dgram\",\"id\":\"eth$j\",\"local\":{\"type\":\"unix\",\"path\":\"/tmp/vm$i-nic$j.qeth\"},\"remote\":{\"type\":\"unix\",\"path\":\"/tmp/vm$i-nic$j.eth\"}}"
+				-device "{\"driver\":\"virtio-net-pci\",\"netdev\":\"eth$j\",\"mac\":\"$mac\",\"romfile\":\"\"}")
+		fi
 		"$MODEL" --socket "$sock" --index "$n" --log "$R/nic$j.log" --log-level "${ORDMA_MODEL_LOG:-info}" \
 			--control "/tmp/vm$i-nic$j.ctl" --wire /tmp/wire "${extra[@]}" --ready-fd 3 3>"/tmp/vm$i-nic$j.ready" &
 		children+=("$!")
@@ -166,6 +179,8 @@ guest() {
 		-fsdev local,id=fspay,path=$P,security_model=none,readonly=on
 		-device '{"driver":"virtio-9p-pci","fsdev":"fspay","mount_tag":"payload"}'
 		"${SHARED[@]}"
+		# The Ethernet ports' netdevs, last (JSON too): the NICs keep their addresses.
+		"${ETH_ARGS[@]}"
 	)
 	printf '%q ' "${QEMU[@]}" >"$R/qemu-cmdline.txt"
 	log "booting the guest (TCG; timeout ${TIMEOUT}s)"

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use ordma_hw as hw;
 use ordma_model::engine::packet::Packet;
+use ordma_model::engine::port::{self, Ips, Route};
 use ordma_model::engine::wire::{self, Batch, Wire, ETH_LEN, ICRC_LEN, IP_LEN, UDP_LEN};
 
 use crate::common::rig::{sge, wqe, Rig, BIG_VA, CQ_LOG, SMALL_VA};
@@ -69,9 +70,9 @@ pub const LID: u16 = 2;
 struct Checked;
 
 impl Wire for Checked {
-    fn send(&self, dlid: u16, frame: &[u8]) {
+    fn send(&self, dmac: [u8; 6], frame: &[u8]) {
         let f = wire::decode(frame).expect("the NIC sends frames that decode");
-        assert_eq!((f.slid, f.dlid), (LID, dlid));
+        assert_eq!((f.src.lid, f.dmac), (LID, dmac));
     }
 }
 
@@ -83,14 +84,14 @@ pub fn wrap(slid: u16, dlid: u16, transport: &[u8]) -> Vec<u8> {
     let ip_len = u16::try_from(IP_LEN + udp_len).unwrap_or(u16::MAX);
     let udp_len = u16::try_from(udp_len).unwrap_or(u16::MAX);
     let mut f = Vec::with_capacity(ETH_LEN + usize::from(ip_len));
-    f.extend_from_slice(&wire::mac(dlid));
-    f.extend_from_slice(&wire::mac(slid));
+    f.extend_from_slice(&port::lid_mac(dlid));
+    f.extend_from_slice(&port::lid_mac(slid));
     f.extend_from_slice(&[0x08, 0x00]);
     f.extend_from_slice(&[0x45, 0]);
     f.extend_from_slice(&ip_len.to_be_bytes());
     f.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0]);
-    f.extend_from_slice(&wire::ipv4(slid));
-    f.extend_from_slice(&wire::ipv4(dlid));
+    f.extend_from_slice(&port::lid_ipv4(slid));
+    f.extend_from_slice(&port::lid_ipv4(dlid));
     let mut sum = 0u32;
     for w in f[ETH_LEN..].chunks(2) {
         sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
@@ -124,8 +125,31 @@ pub fn transport(f: &[u8]) -> &[u8] {
 pub fn check_decoders(b: &[u8]) {
     for f in wire::frames(b).flatten() {
         if let Ok(fr) = wire::decode(f) {
-            let again = wire::encode(fr.slid, fr.dlid, 0, &fr.packet, &fr.payload);
-            assert_eq!(wire::decode(&again).as_ref(), Ok(&fr));
+            let ips = match (hw::gid_ipv4(&fr.src.gid), hw::gid_ipv4(&fr.dst)) {
+                (Some(s), Some(d)) => Ips::V4(s, d),
+                _ => Ips::V6(fr.src.gid, fr.dst),
+            };
+            let route = Route {
+                dmac: fr.dmac,
+                smac: port::lid_mac(fr.src.lid),
+                ips,
+                traffic_class: 0,
+                hop_limit: 64,
+                flow_label: 0,
+            };
+            let again = wire::decode(&wire::encode(&route, 0, &fr.packet, &fr.payload));
+            // The IP header's other fields (the GRH area) are the encoder's own.
+            let key = |f: &wire::Frame| {
+                (
+                    f.dmac,
+                    f.src.lid,
+                    f.src.gid,
+                    f.dst,
+                    f.packet,
+                    f.payload.clone(),
+                )
+            };
+            assert_eq!(again.as_ref().map(key), Ok(key(&fr)));
         }
     }
     if let Some((p, len)) = Packet::decode(b) {

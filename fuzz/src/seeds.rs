@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ordma_hw as hw;
+use ordma_model::engine::port;
 use ordma_model::engine::wire::{self, Batch, Wire};
 
 use crate::common::rig::{self, sge, split, wqe, Rig, BIG_VA, SMALL_VA};
@@ -234,7 +235,9 @@ type Queue = Arc<Mutex<VecDeque<(u16, Vec<u8>)>>>;
 struct QueueWire(Queue);
 
 impl Wire for QueueWire {
-    fn send(&self, dlid: u16, frame: &[u8]) {
+    fn send(&self, dmac: [u8; 6], frame: &[u8]) {
+        // The LID of an InfiniBand port's MAC (`port::lid_mac`).
+        let dlid = u16::from_be_bytes([dmac[4], dmac[5]]);
         if let Ok(mut q) = self.0.lock() {
             q.push_back((dlid, frame.to_vec()));
         }
@@ -318,7 +321,9 @@ pub fn conversation() -> Vec<Vec<u8>> {
                 n2.nic.receive_frame(&f, &n2.mem, &n2.irq);
                 got.push(f);
             }
-            Some((_, f)) => n1.nic.receive_frame(&f, &n1.mem, &n1.irq),
+            Some((_, f)) => {
+                n1.nic.receive_frame(&f, &n1.mem, &n1.irq);
+            }
             None if ticks < 5 && (n1.nic.timers_pending() || n2.nic.timers_pending()) => {
                 ticks += 1;
                 let later = Instant::now() + Duration::from_secs(10);
@@ -361,8 +366,7 @@ pub fn uc_frames() -> Vec<Vec<u8>> {
     ] {
         let p = pkt(op, psn, op == packet::SEND_LAST);
         out.push(wire::encode(
-            frame::PEER_LID,
-            frame::LID,
+            &port::lid_route(frame::PEER_LID, frame::LID),
             frame::UC_PEER,
             &p,
             &full[..len],
@@ -376,8 +380,7 @@ pub fn uc_frames() -> Vec<Vec<u8>> {
     });
     w.imm = Some([1, 2, 3, 4]);
     out.push(wire::encode(
-        frame::PEER_LID,
-        frame::LID,
+        &port::lid_route(frame::PEER_LID, frame::LID),
         frame::UC_PEER,
         &w,
         &full[..16],

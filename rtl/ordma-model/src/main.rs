@@ -68,10 +68,26 @@ struct Args {
     /// Unix socket at PATH (must not exist; removed on exit)
     #[arg(long, value_name = "PATH")]
     control: Option<PathBuf>,
-    /// The wire between NICs: a directory shared by every NIC of a run; this NIC binds
-    /// DIR/lid-<LID>.sock and sends RoCEv2 frames for LID L to DIR/lid-L.sock
+    /// The wire between NICs, an L2 segment: a directory shared by every NIC of a run;
+    /// this NIC binds DIR/<its MAC>.sock (02-6f-72-64-00-01.sock) and sends a frame for
+    /// MAC M to DIR/M.sock
     #[arg(long, value_name = "DIR")]
     wire: Option<PathBuf>,
+    /// The port's link layer: infiniband (LIDs; MAC and IPv4 address on the wire derived
+    /// from the LID) or ethernet (RoCEv2: a MAC, a GID table the driver fills)
+    #[arg(long, value_enum, default_value_t = LinkLayer::Infiniband)]
+    link_layer: LinkLayer,
+    /// An Ethernet port's MAC (default 02:6f:72:64:00:<N + 1>, N the --index)
+    #[arg(long, value_name = "MAC", value_parser = parse_mac)]
+    mac: Option<[u8; 6]>,
+    /// With --wire and an Ethernet port: the host's frames (a QEMU dgram netdev with the
+    /// port's MAC) arrive on a socket this NIC binds at PATH and go onto the wire; frames
+    /// from the wire that are not RoCEv2 for the port go to --netdev-peer
+    #[arg(long, value_name = "PATH", requires_all = ["wire", "netdev_peer"])]
+    netdev: Option<PathBuf>,
+    /// With --netdev: the netdev's socket (QEMU's local.path)
+    #[arg(long, value_name = "PATH", requires = "netdev")]
+    netdev_peer: Option<PathBuf>,
     /// Co-simulation: every DMA through the RTL DMA channel mux and every frame's ICRC
     /// from the RTL ICRC unit (rtl/hdl, Verilated; needs a model built with the `rtl`
     /// feature, as `make` builds it)
@@ -110,6 +126,28 @@ enum Cmd {
 enum Link {
     Up,
     Down,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum LinkLayer {
+    Infiniband,
+    Ethernet,
+}
+
+fn parse_mac(v: &str) -> Result<[u8; 6], String> {
+    let mut mac = [0u8; 6];
+    let mut parts = v.split([':', '-']);
+    for b in &mut mac {
+        let p = parts.next().ok_or("six bytes, as 02:6f:72:64:00:01")?;
+        *b = u8::from_str_radix(p, 16).map_err(|e| format!("{p}: {e}"))?;
+    }
+    if parts.next().is_some() {
+        return Err("six bytes, as 02:6f:72:64:00:01".into());
+    }
+    if mac[0] & 1 != 0 || mac == [0; 6] {
+        return Err("a unicast address, not zero".into());
+    }
+    Ok(mac)
 }
 
 /// A device attribute `--attr` can change.
@@ -286,6 +324,12 @@ fn main() -> ExitCode {
     config.link_up = args.link == Link::Up;
     // CAST: LIDs are 16-bit; --index is at most a few NICs.
     config.lid = (args.index + 1) as u16;
+    if args.link_layer == LinkLayer::Ethernet {
+        config.mac = Some(
+            args.mac
+                .unwrap_or_else(|| ordma_model::engine::port::lid_mac(config.lid)),
+        );
+    }
     config.fault = args.inject;
     config.min_ack_timeout = args.min_ack_timeout;
     for (attr, n) in &args.attr {
@@ -315,7 +359,9 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     if let Some(dir) = &args.wire {
-        if let Err(e) = ordma_model::wire::attach(&dev, dir, config.lid) {
+        let mac = dev.lock().nic.mac();
+        let netdev = args.netdev.as_deref().zip(args.netdev_peer.as_deref());
+        if let Err(e) = ordma_model::wire::attach(&dev, dir, mac, netdev) {
             error!(%e, dir = %dir.display(), "cannot attach to the wire");
             eprintln!(
                 "ordma-model: cannot attach to the wire in {}: {e}",
@@ -323,7 +369,7 @@ fn main() -> ExitCode {
             );
             return ExitCode::FAILURE;
         }
-        info!(dir = %dir.display(), lid = config.lid, "on the wire");
+        info!(dir = %dir.display(), lid = config.lid, ?mac, netdev = netdev.is_some(), "on the wire");
     }
     let _control = match &args.control {
         Some(path) => match control::Listener::spawn(path, Arc::clone(&dev)) {

@@ -1,9 +1,19 @@
-//! The wire between model processes: one Unix datagram socket per NIC.
+//! The wire between model processes: one Unix datagram socket per NIC, named by its MAC.
 //!
-//! Every NIC of a run gets the same directory (`--wire DIR`); NIC with LID `L` binds
-//! `DIR/lid-L.sock`, and frames for LID `L` are datagrams sent to that path. The directory
-//! is the L2 segment: every NIC in it reaches every other by LID, and more NICs are more
-//! sockets in it.
+//! Every NIC of a run gets the same directory (`--wire DIR`): the L2 segment. The NIC with
+//! MAC `M` binds `DIR/M.sock` ([`socket_path`]: `02-6f-72-64-00-01.sock`), and frames for
+//! `M` are datagrams sent to that path; a broadcast or multicast frame goes to every other
+//! socket in the directory. An InfiniBand port's MAC is derived from its LID
+//! ([`crate::engine::port::lid_mac`]), an Ethernet port's is its own. More NICs are more
+//! sockets in the directory, and anything that binds `DIR/<its MAC>.sock` and speaks
+//! Ethernet frames is on the segment.
+//!
+//! An Ethernet port also carries its host's traffic: with `--netdev`, the NIC binds a
+//! second socket that a QEMU `dgram` netdev (the guest's virtio-net device with the
+//! port's MAC) sends its frames to ([`attach_netdev`]). The host's frames go onto the
+//! segment as they are; a frame from the segment that is not the RDMA engine's (not
+//! RoCEv2 to one of the port's GIDs: ARP, ICMP, TCP) goes to the netdev
+//! ([`crate::engine::remote::Steer::Host`]).
 //!
 //! Sending happens under the NIC lock: the frames an action sends to one peer are gathered
 //! and leave together when the action ends ([`Wire::flush`], called as the lock is
@@ -46,9 +56,17 @@ const SNDBUF: usize = 4 << 20;
 /// 208 KiB send buffer).
 pub const SMALL_BATCH: usize = 32 << 10;
 
-/// The path of LID `lid`'s socket in `dir`.
-pub fn socket_path(dir: &Path, lid: u16) -> PathBuf {
-    dir.join(format!("lid-{lid}.sock"))
+/// The path of the socket of the port with MAC `mac` in `dir`.
+pub fn socket_path(dir: &Path, mac: [u8; 6]) -> PathBuf {
+    let [a, b, c, d, e, f] = mac;
+    dir.join(format!(
+        "{a:02x}-{b:02x}-{c:02x}-{d:02x}-{e:02x}-{f:02x}.sock"
+    ))
+}
+
+/// Whether `mac` is a group (broadcast or multicast) address.
+fn is_group(mac: [u8; 6]) -> bool {
+    mac[0] & 1 != 0
 }
 
 /// One peer: its connected socket (once it could connect), the frames held for it and
@@ -67,19 +85,19 @@ impl Peer {
 
     /// Sends the held frames as one datagram (as batches of [`SMALL_BATCH`] if the kernel
     /// refuses the batch's size) and empties the batch; a failure loses them.
-    fn flush(&mut self, dir: &Path, dlid: u16, sndbuf: usize) {
+    fn flush(&mut self, dir: &Path, dmac: [u8; 6], sndbuf: usize) {
         if self.batch.is_empty() {
             return;
         }
         if self.sock.is_none() {
-            self.sock = connect(dir, dlid, sndbuf);
+            self.sock = connect(dir, dmac, sndbuf);
         }
         if let Some(s) = &self.sock {
             match s.send(self.batch.datagram()) {
                 Ok(_) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => {
                     debug!(
-                        dlid,
+                        ?dmac,
                         bytes = self.batch.bytes(),
                         "batch too big: smaller ones"
                     );
@@ -87,15 +105,15 @@ impl Peer {
                     let mut small = Batch::default();
                     for f in self.batch.frames().flatten() {
                         if small.bytes().max(4) + 2 + f.len() > SMALL_BATCH {
-                            send_or_lose(s, &small, dlid);
+                            send_or_lose(s, &small, dmac);
                             small.clear();
                         }
                         small.push(f);
                     }
-                    send_or_lose(s, &small, dlid);
+                    send_or_lose(s, &small, dmac);
                 }
                 Err(e) => {
-                    debug!(dlid, %e, frames = self.batch.len(), "datagram not sent: lost");
+                    debug!(?dmac, %e, frames = self.batch.len(), "datagram not sent: lost");
                     if e.kind() != std::io::ErrorKind::WouldBlock
                         && e.kind() != std::io::ErrorKind::TimedOut
                     {
@@ -110,25 +128,25 @@ impl Peer {
 }
 
 /// Sends `batch` on `s` (nothing if it is empty); a failure loses it.
-fn send_or_lose(s: &UnixDatagram, batch: &Batch, dlid: u16) {
+fn send_or_lose(s: &UnixDatagram, batch: &Batch, dmac: [u8; 6]) {
     if !batch.is_empty() {
         if let Err(e) = s.send(batch.datagram()) {
-            debug!(dlid, %e, frames = batch.len(), "datagram not sent: lost");
+            debug!(?dmac, %e, frames = batch.len(), "datagram not sent: lost");
         }
     }
 }
 
-/// A socket connected to LID `dlid`'s path, with the send timeout and a send buffer of
-/// `sndbuf` bytes asked for; `None` (logged) if the peer is not there.
-fn connect(dir: &Path, dlid: u16, sndbuf: usize) -> Option<UnixDatagram> {
-    let path = socket_path(dir, dlid);
+/// A socket connected to the path of MAC `dmac`, with the send timeout and a send buffer
+/// of `sndbuf` bytes asked for; `None` (logged) if the peer is not there.
+fn connect(dir: &Path, dmac: [u8; 6], sndbuf: usize) -> Option<UnixDatagram> {
+    let path = socket_path(dir, dmac);
     let s = UnixDatagram::unbound()
         .and_then(|s| {
             s.set_write_timeout(Some(SEND_TIMEOUT))?;
             s.connect(&path)?;
             Ok(s)
         })
-        .map_err(|e| debug!(dlid, %e, "no peer at {}: frames lost", path.display()))
+        .map_err(|e| debug!(?dmac, %e, "no peer at {}: frames lost", path.display()))
         .ok()?;
     let size = libc::c_int::try_from(sndbuf).unwrap_or(libc::c_int::MAX);
     // SAFETY: a valid socket descriptor and a c_int option value of the size given.
@@ -143,37 +161,34 @@ fn connect(dir: &Path, dlid: u16, sndbuf: usize) -> Option<UnixDatagram> {
         )
     };
     if rc != 0 {
-        debug!(dlid, "SO_SNDBUF not raised: big batches go frame by frame");
+        debug!(?dmac, "SO_SNDBUF not raised: big batches go frame by frame");
     }
     Some(s)
 }
 
-/// The sending side: frames for LID `L` go to `DIR/lid-L.sock`, gathered per peer until
-/// [`Wire::flush`].
+/// The sending side: frames for MAC `M` go to `DIR/M.sock`, gathered per peer until
+/// [`Wire::flush`]; group frames to every other socket in `DIR`, at once.
 pub struct SocketWire {
     dir: PathBuf,
-    peers: Mutex<HashMap<u16, Peer>>,
+    own: PathBuf,
+    peers: Mutex<HashMap<[u8; 6], Peer>>,
     sndbuf: usize,
 }
 
 impl SocketWire {
-    /// Binds LID `lid`'s socket in `dir` (replacing a stale one): the sending side, and
-    /// the socket frames for `lid` arrive on.
+    /// Binds the socket of MAC `mac` in `dir` (replacing a stale one): the sending side,
+    /// and the socket frames for `mac` arrive on.
     ///
     /// # Errors
     ///
     /// The socket could not be bound or set up.
-    pub fn bind(dir: &Path, lid: u16) -> std::io::Result<(Self, UnixDatagram)> {
-        let path = socket_path(dir, lid);
-        match std::fs::remove_file(&path) {
-            Ok(()) => debug!(path = %path.display(), "stale wire socket removed"),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-        let sock = UnixDatagram::bind(&path)?;
+    pub fn bind(dir: &Path, mac: [u8; 6]) -> std::io::Result<(Self, UnixDatagram)> {
+        let path = socket_path(dir, mac);
+        let sock = bind_fresh(&path)?;
         Ok((
             Self {
                 dir: dir.to_path_buf(),
+                own: path,
                 peers: Mutex::default(),
                 sndbuf: SNDBUF,
             },
@@ -186,45 +201,156 @@ impl SocketWire {
     pub fn set_send_buffer(&mut self, bytes: usize) {
         self.sndbuf = bytes;
     }
+
+    /// Sends group frame `frame` to every other socket in the directory, now.
+    fn broadcast(&self, frame: &[u8]) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let Ok(s) = UnixDatagram::unbound() else {
+            return;
+        };
+        for path in entries.flatten().map(|e| e.path()) {
+            if path.extension().is_some_and(|x| x == "sock") && path != self.own {
+                if let Err(e) = s.send_to(frame, &path) {
+                    debug!(%e, path = %path.display(), "group frame not sent");
+                }
+            }
+        }
+    }
+
+    /// Sends `frame` to `dmac` now, after the frames held for it (the host's frames: they
+    /// do not wait for an action of the NIC to end).
+    pub fn send_now(&self, dmac: [u8; 6], frame: &[u8]) {
+        if is_group(dmac) {
+            return self.broadcast(frame);
+        }
+        let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
+        let peer = peers.entry(dmac).or_insert_with(Peer::new);
+        if !peer.fits(frame) {
+            peer.flush(&self.dir, dmac, self.sndbuf);
+        }
+        peer.batch.push(frame);
+        peer.flush(&self.dir, dmac, self.sndbuf);
+    }
 }
 
-impl Wire for SocketWire {
-    fn send(&self, dlid: u16, frame: &[u8]) {
-        let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
-        let peer = peers.entry(dlid).or_insert_with(|| Peer {
+impl Peer {
+    fn new() -> Self {
+        Self {
             sock: None,
             batch: Batch::default(),
             limit: MAX_BATCH,
-        });
+        }
+    }
+}
+
+/// Binds a datagram socket at `path`, replacing a stale one.
+fn bind_fresh(path: &Path) -> std::io::Result<UnixDatagram> {
+    match std::fs::remove_file(path) {
+        Ok(()) => debug!(path = %path.display(), "stale socket removed"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    UnixDatagram::bind(path)
+}
+
+impl Wire for SocketWire {
+    fn send(&self, dmac: [u8; 6], frame: &[u8]) {
+        if is_group(dmac) {
+            return self.broadcast(frame);
+        }
+        let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
+        let peer = peers.entry(dmac).or_insert_with(Peer::new);
         if !peer.fits(frame) {
-            peer.flush(&self.dir, dlid, self.sndbuf);
+            peer.flush(&self.dir, dmac, self.sndbuf);
         }
         if !peer.batch.push(frame) {
-            debug!(dlid, len = frame.len(), "frame too long for the wire: lost");
+            debug!(
+                ?dmac,
+                len = frame.len(),
+                "frame too long for the wire: lost"
+            );
         }
     }
 
     fn flush(&self) {
         let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
-        for (&dlid, peer) in peers.iter_mut() {
-            peer.flush(&self.dir, dlid, self.sndbuf);
+        for (&dmac, peer) in peers.iter_mut() {
+            peer.flush(&self.dir, dmac, self.sndbuf);
         }
     }
 }
 
-/// Binds LID `lid`'s socket in `dir` (replacing a stale one), connects `dev`'s NIC to
-/// the wire and starts the threads that take frames in; they end when the device is
-/// dropped (the worker) or the process ends (the reader).
+/// The wire as the NIC holds it: the socket layer, shared with the netdev's thread.
+struct Shared(Arc<SocketWire>);
+
+impl Wire for Shared {
+    fn send(&self, dmac: [u8; 6], frame: &[u8]) {
+        self.0.send(dmac, frame);
+    }
+
+    fn flush(&self) {
+        self.0.flush();
+    }
+}
+
+/// Where the frames from the segment that are the host's go: the netdev's peer (QEMU's
+/// socket), once it is there.
+struct Netdev {
+    sock: UnixDatagram,
+    peer: PathBuf,
+}
+
+impl Netdev {
+    fn send(&self, frame: &[u8]) {
+        if let Err(e) = self.sock.send_to(frame, &self.peer) {
+            debug!(%e, "frame for the netdev lost");
+        }
+    }
+}
+
+/// Binds the socket of MAC `mac` in `dir` (replacing a stale one), connects `dev`'s NIC
+/// to the wire and starts the threads that take frames in; they end when the device is
+/// dropped (the worker) or the process ends (the reader). With `netdev` (this NIC's
+/// socket for its netdev, and the netdev's own socket), the host's frames are exchanged
+/// with it ([`attach_netdev`]).
 ///
 /// # Errors
 ///
-/// The socket could not be bound or the threads not started.
-pub fn attach(dev: &Arc<Device>, dir: &Path, lid: u16) -> std::io::Result<()> {
-    let (wire, sock) = SocketWire::bind(dir, lid)?;
-    dev.lock().nic.set_wire(Some(Box::new(wire)));
+/// A socket could not be bound or the threads not started.
+pub fn attach(
+    dev: &Arc<Device>,
+    dir: &Path,
+    mac: [u8; 6],
+    netdev: Option<(&Path, &Path)>,
+) -> std::io::Result<()> {
+    let (wire, sock) = SocketWire::bind(dir, mac)?;
+    let wire = Arc::new(wire);
+    dev.lock()
+        .nic
+        .set_wire(Some(Box::new(Shared(Arc::clone(&wire)))));
+    let host = match netdev {
+        Some((own, peer)) => Some(attach_netdev(&wire, own, peer)?),
+        None => None,
+    };
     let (tx, rx) = sync_channel::<Vec<u8>>(QUEUE);
+    spawn_reader("ordma-wire-rx", sock, tx)?;
+    let weak = Arc::downgrade(dev);
     std::thread::Builder::new()
-        .name("ordma-wire-rx".into())
+        .name("ordma-wire".into())
+        .spawn(move || work(&weak, &rx, host.as_ref()))?;
+    Ok(())
+}
+
+/// A thread that drains `sock` into `tx` (dropping what does not fit) until it fails.
+fn spawn_reader(
+    name: &str,
+    sock: UnixDatagram,
+    tx: std::sync::mpsc::SyncSender<Vec<u8>>,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name(name.into())
         .spawn(move || {
             let mut buf = vec![0u8; MAX_BATCH.max(MAX_FRAME) + 64];
             loop {
@@ -242,26 +368,71 @@ pub fn attach(dev: &Arc<Device>, dir: &Path, lid: u16) -> std::io::Result<()> {
                 }
             }
         })?;
-    let weak = Arc::downgrade(dev);
-    std::thread::Builder::new()
-        .name("ordma-wire".into())
-        .spawn(move || work(&weak, &rx))?;
     Ok(())
+}
+
+/// Binds `own` (the netdev's frames arrive there: QEMU's `dgram` netdev sends to it) and
+/// starts the thread that puts them on the segment; the frames for the netdev go to
+/// `peer` (QEMU's socket).
+fn attach_netdev(wire: &Arc<SocketWire>, own: &Path, peer: &Path) -> std::io::Result<Netdev> {
+    let sock = bind_fresh(own)?;
+    let rx = sock.try_clone()?;
+    let wire = Arc::clone(wire);
+    std::thread::Builder::new()
+        .name("ordma-netdev".into())
+        .spawn(move || {
+            let mut buf = vec![0u8; 64 << 10];
+            loop {
+                match rx.recv(&mut buf) {
+                    Ok(n) => {
+                        let frame = buf.get(..n).unwrap_or_default();
+                        let mut dmac = [0u8; 6];
+                        match frame.get(..6) {
+                            Some(d) if n > 14 => dmac.copy_from_slice(d),
+                            _ => continue,
+                        }
+                        wire.send_now(dmac, frame);
+                    }
+                    Err(e) => {
+                        warn!(%e, "netdev socket receive failed; the host's frames stop");
+                        return;
+                    }
+                }
+            }
+        })?;
+    Ok(Netdev {
+        sock,
+        peer: peer.to_path_buf(),
+    })
 }
 
 /// Hands every datagram's frames to the NIC, under the lock (up to [`DRAIN`] datagrams
 /// that queued up per lock, each one's answers sent as it is done), until the device or
 /// the reader is gone.
-fn work(dev: &Weak<Device>, rx: &Receiver<Vec<u8>>) {
+fn work(dev: &Weak<Device>, rx: &Receiver<Vec<u8>>, netdev: Option<&Netdev>) {
+    let mut host: Vec<Vec<u8>> = Vec::new();
     while let Ok(first) = rx.recv() {
         let Some(dev) = dev.upgrade() else {
             return;
         };
-        let mut l = dev.lock();
-        l.nic.receive_datagram(&first, &*l.mem, l.irq);
-        for d in rx.try_iter().take(DRAIN - 1) {
-            l.nic.flush_wire();
-            l.nic.receive_datagram(&d, &*l.mem, l.irq);
+        {
+            let mut l = dev.lock();
+            let h = l.nic.receive_datagram(&first, &*l.mem, l.irq);
+            host.extend(h.into_iter().map(<[u8]>::to_vec));
+            for d in rx.try_iter().take(DRAIN - 1) {
+                l.nic.flush_wire();
+                let h = l.nic.receive_datagram(&d, &*l.mem, l.irq);
+                host.extend(h.into_iter().map(<[u8]>::to_vec));
+            }
+        }
+        for f in host.drain(..) {
+            match netdev {
+                Some(n) => n.send(&f),
+                None => debug!(
+                    len = f.len(),
+                    "a frame for the host, and no netdev: dropped"
+                ),
+            }
         }
     }
 }

@@ -427,7 +427,12 @@ fn answers_to_a_uc_qp_are_ignored() {
                 aeth: (op == packet::ACKNOWLEDGE).then_some(packet::Aeth { syndrome, msn: 0 }),
                 ..Default::default()
             };
-            let f = wire::encode(2, 1, p.r[1].b.qpn, &pkt, &[]);
+            let f = wire::encode(
+                &ordma_model::engine::port::lid_route(2, 1),
+                p.r[1].b.qpn,
+                &pkt,
+                &[],
+            );
             let r = &mut p.r[0];
             r.nic.receive_frame(&f, &r.mem, &r.irq);
         }

@@ -12,8 +12,8 @@ use common::pair::*;
 use common::rig::*;
 use ordma_hw as hw;
 use ordma_model::engine::counters::Anomaly;
-use ordma_model::engine::packet;
 use ordma_model::engine::wire;
+use ordma_model::engine::{packet, port};
 
 const SIGNALED: u8 = hw::WQE_FLAG_SIGNALED;
 
@@ -417,7 +417,7 @@ fn hostile_frames_never_panic() {
         },
         ..Default::default()
     };
-    let good = wire::encode(1, 2, 2, &pkt, b"xyz");
+    let good = wire::encode(&port::lid_route(1, 2), 2, &pkt, b"xyz");
     let mut x = 0x1234_5678_9abc_def0u64;
     let mut rnd = move || {
         x ^= x << 13;
@@ -444,7 +444,7 @@ fn hostile_frames_never_panic() {
     let bad = r.nic.counters().get(Anomaly::BadFrame);
     assert!(bad > 19_000, "{bad}");
     // A good frame for another LID is refused and counted too.
-    let other = wire::encode(1, 5, 2, &pkt, b"xyz");
+    let other = wire::encode(&port::lid_route(1, 5), 2, &pkt, b"xyz");
     r.nic.receive_frame(&other, &r.mem, &r.irq);
     assert_eq!(r.nic.counters().get(Anomaly::BadFrame), bad + 1);
     // Valid frames with hostile headers: every opcode (UD's too, at RC QPs), PSNs, QPNs.
@@ -481,7 +481,7 @@ fn hostile_frames_never_panic() {
                     src_qp: qpn,
                 }),
             };
-            let f = wire::encode(1, 2, 2, &pkt, &[7; 33]);
+            let f = wire::encode(&port::lid_route(1, 2), 2, &pkt, &[7; 33]);
             let r = &mut p.r[1];
             r.nic.receive_frame(&f, &r.mem, &r.irq);
         }
@@ -513,7 +513,8 @@ fn socket_write(sndbuf: Option<usize>) -> (usize, usize) {
     let mut r = [Rig::bare(1), Rig::bare(2)];
     let mut rx = Vec::new();
     for (i, x) in r.iter_mut().enumerate() {
-        let (mut w, sock) = ordma_model::wire::SocketWire::bind(&dir, i as u16 + 1).unwrap();
+        let (mut w, sock) =
+            ordma_model::wire::SocketWire::bind(&dir, port::lid_mac(i as u16 + 1)).unwrap();
         if let Some(b) = sndbuf {
             w.set_send_buffer(b);
         }

@@ -38,7 +38,8 @@ impl BatchWire {
 }
 
 impl Wire for BatchWire {
-    fn send(&self, dlid: u16, frame: &[u8]) {
+    fn send(&self, dmac: [u8; 6], frame: &[u8]) {
+        let dlid = u16::from_be_bytes([dmac[4], dmac[5]]);
         let mut held = self.held.lock().unwrap();
         let b = held.entry(dlid).or_default();
         if !b.fits(frame) {
@@ -235,7 +236,12 @@ fn a_malformed_batch_is_counted_and_never_panics() {
     let f = {
         let mut b = Batch::default();
         let pkt = ordma_model::engine::packet::Packet::default();
-        let frame = wire::encode(1, 2, 2, &pkt, &[1; 8]);
+        let frame = wire::encode(
+            &ordma_model::engine::port::lid_route(1, 2),
+            2,
+            &pkt,
+            &[1; 8],
+        );
         assert!(b.push(&frame) && b.push(&frame));
         b.datagram().to_vec()
     };

@@ -42,7 +42,7 @@ impl AdminQueue {
 }
 
 /// A command's outcome: (status, result).
-type Outcome = (u16, u64);
+pub(super) type Outcome = (u16, u64);
 
 impl Nic {
     /// A write of `AQ_SQ_DB`: the new producer index.
@@ -177,6 +177,7 @@ impl Nic {
             hw::CMD_MODIFY_SRQ => self.modify_srq(cmd),
             hw::CMD_QUERY_SRQ => self.query_srq(cmd, mem),
             hw::CMD_DESTROY_SRQ => self.destroy_srq(cmd),
+            hw::CMD_SET_GID => self.set_gid(cmd),
             _ => (hw::AQ_BAD_OPCODE, 0),
         };
         let (op, cmd_id, status) = (cmd.opcode, cmd.cmd_id, outcome.0);

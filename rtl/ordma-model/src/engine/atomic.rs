@@ -133,9 +133,9 @@ impl Nic {
         Answer::Atomic(old)
     }
 
-    /// A duplicate atomic request `pkt` at QP `qpn`, from LID `dlid`: answered again with
+    /// A duplicate atomic request `pkt` at QP `qpn`, from its peer `to`: answered again with
     /// the old value it got the first time, if the responder still keeps it; else dropped.
-    pub(super) fn atomic_replay(&mut self, qpn: u32, dlid: u16, pkt: &Packet) {
+    pub(super) fn atomic_replay(&mut self, qpn: u32, to: hw::QpAh, pkt: &Packet) {
         let Some(qp) = self.qp(qpn).copied() else {
             return;
         };
@@ -151,7 +151,7 @@ impl Nic {
         debug!(qpn, psn = pkt.bth.psn, "duplicate atomic answered again");
         self.atomics[1] += 1;
         let ack = self.atomic_ack(&qp, pkt.bth.psn, old);
-        self.emit(dlid, qpn, &ack, &[]);
+        self.emit(&to, qpn, &ack, &[]);
     }
 
     /// The ATOMIC ACKNOWLEDGE of QP `qp` at `psn` carrying `old`.

@@ -176,12 +176,11 @@ impl Nic {
         if self.ud_waiting() {
             self.ud_retry(Instant::now(), mem, irq);
         }
-        let lid = self.config.lid;
         let waiting: Vec<u32> = self
             .qps
             .iter()
             .filter(|(_, q)| {
-                q.dp.rnr_wait.is_some() && q.attr.dest_qp_num == qpn && q.attr.ah.dlid == lid
+                q.dp.rnr_wait.is_some() && q.attr.dest_qp_num == qpn && self.is_own(&q.attr.ah)
             })
             .map(|(i, _)| i + hw::QPN_FIRST)
             .collect();

@@ -367,7 +367,7 @@ impl Nic {
             return Ok(());
         }
         let mtu = mtu_bytes(qp.attr.path_mtu);
-        let dlid = qp.attr.ah.dlid;
+        let to = qp.attr.ah;
         let solicited = fl.req.wqe.flags & hw::WQE_FLAG_SOLICITED != 0;
         // UC: its opcodes, and no ACK asked for (UC has none).
         let uc = qp.qp_type == hw::QP_TYPE_UC;
@@ -420,7 +420,7 @@ impl Nic {
                 }),
                 ..Default::default()
             };
-            self.emit(dlid, qpn, &pkt, &[]);
+            self.emit(&to, qpn, &pkt, &[]);
             fl.next = fl.npkts;
             sent = true;
         } else if fl.rd_atomic() {
@@ -438,14 +438,14 @@ impl Nic {
                     }),
                     ..Default::default()
                 };
-                self.emit(dlid, qpn, &pkt, &[]);
+                self.emit(&to, qpn, &pkt, &[]);
                 fl.next = fl.npkts;
                 sent = true;
             }
         } else {
             let gated = self.gate(mem);
             let end = fl.npkts.min(limit);
-            let own = self.to_own(dlid);
+            let own = self.to_own(&to);
             let mut buf = Vec::new();
             let mut i = fl.next;
             while i < end {
@@ -466,7 +466,7 @@ impl Nic {
                         bth: bth(opcode, i, ack_req, false),
                         ..Default::default()
                     };
-                    self.emit_own(qpn, pkt, body, count);
+                    self.emit_own(&to, qpn, pkt, body, count);
                     i += count;
                     sent = true;
                     continue;
@@ -484,14 +484,14 @@ impl Nic {
                     let Some(body) = fl.req.data.slice(off, n) else {
                         return Err(hw::WC_LOC_PROT_ERR);
                     };
-                    self.emit_own(qpn, pkt, body, 1);
+                    self.emit_own(&to, qpn, pkt, body, 1);
                 } else {
                     buf.resize(usize::try_from(n).unwrap_or(0), 0);
                     let mut pos = fl.req.data.seek(off);
                     if !fl.req.data.read(&gated, &mut pos, &mut buf) {
                         return Err(hw::WC_LOC_PROT_ERR);
                     }
-                    self.emit(dlid, qpn, &pkt, &buf);
+                    self.emit(&to, qpn, &pkt, &buf);
                 }
                 sent = true;
                 i += 1;

@@ -48,6 +48,7 @@ pub mod mr;
 pub mod own;
 pub mod packet;
 pub mod pages;
+pub mod port;
 pub mod qp;
 pub mod qp_state;
 pub mod regs;
@@ -132,8 +133,10 @@ impl core::str::FromStr for Fault {
 pub struct NicConfig {
     /// The attributes `CMD_QUERY_DEVICE` returns.
     pub attrs: hw::DeviceAttrs,
-    /// The port's LID.
+    /// The port's LID (an InfiniBand port's; on Ethernet, the NIC's number + 1, for logs).
     pub lid: u16,
+    /// An Ethernet port's MAC; `None`: the port is InfiniBand.
+    pub mac: Option<[u8; 6]>,
     /// Whether the port's link is up.
     pub link_up: bool,
     /// A fault to inject, if any.
@@ -171,6 +174,7 @@ impl NicConfig {
                 atomic_cap: hw::ATOMIC_CAP_HCA,
             },
             lid: 1,
+            mac: None,
             link_up: true,
             fault: None,
             min_ack_timeout: 0,
@@ -216,6 +220,8 @@ pub struct Nic {
     ud: ud::UdCounts,
     /// UD datagrams waiting for receive WQEs.
     ud_held: ud::HeldQueue,
+    /// An Ethernet port's GID table.
+    gids: port::Gids,
     /// 32-bit writes per doorbell page since the model started.
     db_page_writes: [u64; hw::DB_PAGES as usize],
     /// PCI COMMAND.BME: the NIC may DMA (and send MSI-X) only while it is set.
@@ -275,6 +281,8 @@ pub struct NicStatus {
     pub uc_dropped: u64,
     /// UD datagrams sent, received and dropped since the model started.
     pub ud: ud::UdCounts,
+    /// GID table entries set (an Ethernet port's).
+    pub gids: usize,
     /// Queue doorbells accepted since reset.
     pub doorbells: u64,
     /// Admin commands completed since reset.
@@ -299,7 +307,7 @@ impl fmt::Display for NicStatus {
              pds_destroyed={} mrs_destroyed={} cqs_destroyed={} qps_destroyed={} \
              srqs={} srqs_created={} srqs_destroyed={} atomics={} atomics_replayed={} \
              uc_dropped={} ud_sent={} ud_received={} ud_dropped={} ud_qkey_dropped={} \
-             doorbells={} commands={} events={} events_unread={} admin_pending={} {}",
+             gids={} doorbells={} commands={} events={} events_unread={} admin_pending={} {}",
             if self.link_up { "up" } else { "down" },
             u8::from(self.enabled),
             u8::from(self.fatal),
@@ -327,6 +335,7 @@ impl fmt::Display for NicStatus {
             self.ud.received,
             self.ud.dropped,
             self.ud.qkey_dropped,
+            self.gids,
             self.doorbells,
             self.commands,
             self.events,
@@ -423,6 +432,7 @@ impl Nic {
             uc_dropped: 0,
             ud: ud::UdCounts::default(),
             ud_held: ud::HeldQueue::default(),
+            gids: port::Gids::default(),
             db_page_writes: [0; hw::DB_PAGES as usize],
             bus_master: false,
             deferred_events: VecDeque::new(),
@@ -498,6 +508,7 @@ impl Nic {
             atomics: self.atomics,
             uc_dropped: self.uc_dropped,
             ud: self.ud,
+            gids: self.gid_count(),
             doorbells: self.doorbells,
             commands: self.commands_completed,
             events: self.events_posted,
@@ -649,35 +660,6 @@ impl Nic {
     /// The port's link state.
     pub fn link_up(&self) -> bool {
         self.config.link_up
-    }
-
-    /// The attributes of port 1 as `CMD_QUERY_PORT` reports them.
-    pub fn port_attrs(&self) -> hw::PortAttrs {
-        let up = self.config.link_up;
-        hw::PortAttrs {
-            state: if up {
-                hw::PORT_STATE_ACTIVE
-            } else {
-                hw::PORT_STATE_DOWN
-            },
-            phys_state: if up {
-                hw::PHYS_STATE_LINK_UP
-            } else {
-                hw::PHYS_STATE_DISABLED
-            },
-            max_mtu: hw::MTU_4096,
-            active_mtu: hw::MTU_4096,
-            lid: self.config.lid,
-            sm_lid: 0,
-            port_guid: self.config.attrs.node_guid,
-            gid_tbl_len: 1,
-            pkey_tbl_len: 1,
-            link_width: 1,
-            link_speed: 1,
-            max_msg_sz: 1 << 31,
-            link_layer: hw::LINK_LAYER_INFINIBAND,
-            mac: [0; 6],
-        }
     }
 
     /// The `STATUS` register.

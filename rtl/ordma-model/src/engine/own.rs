@@ -1,5 +1,5 @@
-//! Loopback: the wire from the NIC to itself. A QP whose AV's `dlid` is the port's own LID
-//! sends its packets here, through the same requester ([`super::flights`]), responder and
+//! Loopback: the wire from the NIC to itself. A QP whose AV names the port itself
+//! ([`Nic::to_own`]: its own LID, or on an Ethernet port its own MAC) sends its packets here, through the same requester ([`super::flights`]), responder and
 //! completer as the wire between NICs ([`super::remote`]): every transport is written
 //! once, and loopback retransmits, NAKs and retries exactly as the wire does.
 //!
@@ -19,6 +19,7 @@ use tracing::debug;
 
 use super::data::Data;
 use super::packet::{self, Packet};
+use super::port::Source;
 use super::requester::SQ_BUDGET;
 use super::{Interrupts, Nic};
 use crate::mem::Dma;
@@ -27,6 +28,8 @@ use crate::mem::Dma;
 pub(super) struct Own {
     /// The sending QP.
     pub(super) sqpn: u32,
+    /// The sender as the receiver sees it (what its frame would say).
+    pub(super) src: Source,
     /// The headers (the first PSN, if it carries several).
     pub(super) pkt: Packet,
     /// The payload: a reference to the sender's memory, or bytes.
@@ -39,20 +42,30 @@ pub(super) struct Own {
 const HEADER_COST: u64 = 64;
 
 impl Nic {
-    /// Queues a packet from QP `sqpn` to the NIC itself.
-    pub(super) fn emit_own(&mut self, sqpn: u32, pkt: Packet, body: Data, count: u64) {
+    /// Queues a packet from QP `sqpn` to the NIC itself, at address `to` (the port's
+    /// own); lost if the port has no route for it ([`Nic::route`]: an empty source GID
+    /// entry), as on the wire.
+    pub(super) fn emit_own(
+        &mut self,
+        to: &hw::QpAh,
+        sqpn: u32,
+        pkt: Packet,
+        body: Data,
+        count: u64,
+    ) {
+        let Some(route) = self.route(to) else {
+            debug!(sqpn, "no route (source GID entry): packet to itself lost");
+            return;
+        };
+        let len = usize::try_from(body.len()).unwrap_or(usize::MAX);
+        let src = self.own_source(&route, &pkt, len);
         self.own.push_back(Own {
             sqpn,
+            src,
             pkt,
             body,
             count,
         });
-    }
-
-    /// Whether a packet to LID `dlid` goes into the NIC's own queue: `dlid` is the port's,
-    /// and no test asked for loopback over the wire.
-    pub(super) fn to_own(&self, dlid: u16) -> bool {
-        dlid == self.config.lid && !self.loop_wire
     }
 
     /// Whether packets to the NIC itself wait.
@@ -89,7 +102,6 @@ impl Nic {
                 debug!(sqpn = o.sqpn, "packet to itself dropped: its MR is gone");
                 continue;
             }
-            let lid = self.config.lid;
             match o.pkt.bth.opcode {
                 packet::READ_RESPONSE_FIRST
                 | packet::READ_RESPONSE_MIDDLE
@@ -97,9 +109,9 @@ impl Nic {
                 | packet::READ_RESPONSE_ONLY
                 | packet::ACKNOWLEDGE
                 | packet::ATOMIC_ACKNOWLEDGE => {
-                    self.on_answer(lid, &o.pkt, &o.body, o.count, mem, irq)
+                    self.on_answer(&o.src, &o.pkt, &o.body, o.count, mem, irq)
                 }
-                _ => self.on_request(lid, &o.pkt, o.body, o.count, mem, irq),
+                _ => self.on_request(&o.src, &o.pkt, o.body, o.count, mem, irq),
             }
         }
         self.draining = false;

@@ -23,11 +23,21 @@ use super::counters::{bounded_warn, Anomaly};
 use super::data::{Data, Pos};
 use super::flights::Flights;
 use super::packet::{self, Aeth, Bth, NakCode, Packet, Syndrome, PSN_MASK};
+use super::port::Source;
 use super::requester::mtu_bytes;
 use super::responder::Inbound;
-use super::wire;
+use super::wire::{self, FrameError};
 use super::{Interrupts, Nic};
 use crate::mem::Dma;
+
+/// Where a frame taken from the wire went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Steer {
+    /// To the RDMA engine (taken, or counted and dropped).
+    Engine,
+    /// Not the engine's: an Ethernet port's host traffic, for the port's netdev.
+    Host,
+}
 
 /// A QP's state for the wire (the parts that are not `Copy`, beside [`super::qp::Qp`]).
 #[derive(Default)]
@@ -90,19 +100,23 @@ impl Nic {
 }
 
 impl Nic {
-    /// Sends one packet to LID `dlid` from QP `sqpn`: to the NIC itself if `dlid` is the
-    /// port's LID ([`super::own`]); else lost if there is no wire or the port's link is
-    /// down.
-    pub(super) fn emit(&mut self, dlid: u16, sqpn: u32, pkt: &Packet, payload: &[u8]) {
-        if self.to_own(dlid) {
-            return self.emit_own(sqpn, *pkt, Data::Inline(payload.to_vec()), 1);
+    /// Sends one packet to address `to` from QP `sqpn`: to the NIC itself if `to` is the
+    /// port ([`super::own`]); else lost if there is no wire, the port's link is down, or
+    /// the port has no route for `to` ([`Nic::route`]).
+    pub(super) fn emit(&mut self, to: &hw::QpAh, sqpn: u32, pkt: &Packet, payload: &[u8]) {
+        if self.to_own(to) {
+            return self.emit_own(to, sqpn, *pkt, Data::Inline(payload.to_vec()), 1);
         }
         if !self.config.link_up {
             return;
         }
+        let Some(route) = self.route(to) else {
+            debug!(sqpn, "no route (source GID entry): packet lost");
+            return;
+        };
         if let Some(w) = self.wire.as_ref() {
-            let f = wire::encode(self.config.lid, dlid, sqpn, pkt, payload);
-            w.send(dlid, &f);
+            let f = wire::encode(&route, sqpn, pkt, payload);
+            w.send(route.dmac, &f);
         }
     }
 
@@ -118,28 +132,37 @@ impl Nic {
         self.ud_forget(qpn);
     }
 
-    /// Takes a frame from the wire: checked, then handed to the responder (requests) or
-    /// the completer (ACKs, NAKs, read responses). A bad frame is counted and dropped.
-    pub fn receive_frame(&mut self, frame: &[u8], mem: &dyn Dma, irq: &dyn Interrupts) {
-        let f = match wire::decode(frame) {
-            Ok(f) if f.dlid == self.config.lid => f,
+    /// Takes a frame from the wire: a RoCEv2 frame to one of the port's addresses is
+    /// checked, then handed to the responder (requests) or the completer (ACKs, NAKs, read
+    /// responses); a bad one is counted and dropped. On an Ethernet port every other frame
+    /// is the host's: [`Steer::Host`] (the caller hands it to the port's netdev).
+    pub fn receive_frame(&mut self, frame: &[u8], mem: &dyn Dma, irq: &dyn Interrupts) -> Steer {
+        let eth = self.is_ethernet();
+        let mut f = match wire::decode(frame) {
+            Ok(f) if self.takes_ip(&f.dst) => f,
+            Ok(_) | Err(FrameError::NotRoce) if eth => return Steer::Host,
             Ok(f) => {
                 bounded_warn!(
                     self.counters,
                     Anomaly::BadFrame,
-                    dlid = f.dlid,
-                    "frame for another LID dropped"
+                    dst = ?f.dst,
+                    "frame for another address dropped"
                 );
-                return;
+                return Steer::Engine;
             }
             Err(e) => {
                 bounded_warn!(self.counters, Anomaly::BadFrame, ?e, "bad frame dropped");
-                return;
+                return Steer::Engine;
             }
         };
         if !self.bus_master || self.status & hw::STATUS_ENABLED == 0 || !self.config.link_up {
             debug!("frame dropped: the NIC does not run");
-            return;
+            return Steer::Engine;
+        }
+        if eth {
+            f.src.lid = 0;
+        } else {
+            f.src.grh = None;
         }
         let body = Data::Inline(f.payload);
         match f.packet.bth.opcode {
@@ -148,22 +171,35 @@ impl Nic {
             | packet::READ_RESPONSE_LAST
             | packet::READ_RESPONSE_ONLY
             | packet::ACKNOWLEDGE
-            | packet::ATOMIC_ACKNOWLEDGE => self.on_answer(f.slid, &f.packet, &body, 1, mem, irq),
-            _ => self.on_request(f.slid, &f.packet, body, 1, mem, irq),
+            | packet::ATOMIC_ACKNOWLEDGE => self.on_answer(&f.src, &f.packet, &body, 1, mem, irq),
+            _ => self.on_request(&f.src, &f.packet, body, 1, mem, irq),
         }
+        Steer::Engine
     }
 
     /// Takes a datagram from the wire: every frame it carries ([`wire::frames`]: one, or a
-    /// batch), in order. A malformed batch is counted and the rest of it dropped.
-    pub fn receive_datagram(&mut self, datagram: &[u8], mem: &dyn Dma, irq: &dyn Interrupts) {
+    /// batch), in order. A malformed batch is counted and the rest of it dropped. Returns
+    /// the frames that are the host's ([`Steer::Host`]).
+    pub fn receive_datagram<'a>(
+        &mut self,
+        datagram: &'a [u8],
+        mem: &dyn Dma,
+        irq: &dyn Interrupts,
+    ) -> Vec<&'a [u8]> {
+        let mut host = Vec::new();
         for f in wire::frames(datagram) {
             match f {
-                Ok(f) => self.receive_frame(f, mem, irq),
+                Ok(f) => {
+                    if self.receive_frame(f, mem, irq) == Steer::Host {
+                        host.push(f);
+                    }
+                }
                 Err(e) => {
                     bounded_warn!(self.counters, Anomaly::BadFrame, ?e, "bad batch dropped");
                 }
             }
         }
+        host
     }
 
     /// Sends the frames the wire held back to carry them together ([`wire::Wire::flush`]).
@@ -173,12 +209,12 @@ impl Nic {
         }
     }
 
-    /// The responder's side of a request from LID `slid` (this NIC's own for loopback):
+    /// The responder's side of a request from `src` (this NIC itself for loopback):
     /// `pkt` with its payload `body`; `count` > 1: that many `WRITE_MIDDLE` packets from
     /// `pkt`'s PSN on, the payload theirs together (loopback only).
     pub(super) fn on_request(
         &mut self,
-        slid: u16,
+        src: &Source,
         pkt: &Packet,
         body: Data,
         count: u64,
@@ -190,21 +226,21 @@ impl Nic {
             return;
         };
         if qp.qp_type == hw::QP_TYPE_UD {
-            return self.ud_request(slid, qpn, &qp, pkt, body, mem, irq);
+            return self.ud_request(src, qpn, &qp, pkt, body, mem, irq);
         }
         let live = matches!(qp.state, hw::QPS_RTR | hw::QPS_RTS | hw::QPS_SQD);
         let uc = qp.qp_type == hw::QP_TYPE_UC;
         if !live
-            || qp.attr.ah.dlid != slid
+            || !self.is_peer(&qp.attr.ah, src)
             || (packet::transport(pkt.bth.opcode) == packet::UC) != uc
         {
-            debug!(qpn, slid, "request dropped");
+            debug!(qpn, ?src.gid, src.lid, "request dropped");
             return;
         }
         if uc {
             return self.uc_request(qpn, &qp, pkt, body, count, mem, irq);
         }
-        let (dlid, peer) = (slid, qp.attr.dest_qp_num);
+        let (to, peer) = (qp.attr.ah, qp.attr.dest_qp_num);
         let ack = |psn: u32, syndrome: Syndrome, msn: u32| Packet {
             bth: Bth {
                 opcode: packet::ACKNOWLEDGE,
@@ -221,7 +257,7 @@ impl Nic {
             if d >= 1 << 23 {
                 // A duplicate: done already; never executed twice.
                 if matches!(pkt.bth.opcode, packet::COMPARE_SWAP | packet::FETCH_ADD) {
-                    self.atomic_replay(qpn, dlid, pkt);
+                    self.atomic_replay(qpn, to, pkt);
                 } else if pkt.bth.opcode == packet::READ_REQUEST {
                     let reth = pkt.reth.unwrap_or_default();
                     let len = u64::from(reth.dma_len);
@@ -229,16 +265,16 @@ impl Nic {
                     let data =
                         self.remote(qpn, reth.rkey, reth.va, len, hw::ACCESS_REMOTE_READ, &gated);
                     if let Some(data) = data {
-                        self.read_answer(qpn, dlid, pkt.bth.psn, data, len, mem);
+                        self.read_answer(qpn, to, pkt.bth.psn, data, len, mem);
                     }
                 } else if pkt.bth.ack_req {
                     let last = psn_sub(qp.attr.rq_psn, 1);
-                    self.emit(dlid, qpn, &ack(last, Syndrome::Ack(0x1f), qp.dp.msn), &[]);
+                    self.emit(&to, qpn, &ack(last, Syndrome::Ack(0x1f), qp.dp.msn), &[]);
                 }
             } else if !self.wire_qps.get(&qpn).is_some_and(|r| r.nak_sent) {
                 self.wire_qps.entry(qpn).or_default().nak_sent = true;
                 let nak = ack(qp.attr.rq_psn, Syndrome::Nak(NakCode::PsnSeq), qp.dp.msn);
-                self.emit(dlid, qpn, &nak, &[]);
+                self.emit(&to, qpn, &nak, &[]);
             }
             return;
         }
@@ -266,20 +302,20 @@ impl Nic {
         use super::completer::Answer;
         match answer {
             Answer::Ack if pkt.bth.ack_req => {
-                self.emit(dlid, qpn, &ack(psn, Syndrome::Ack(0x1f), msn), &[]);
+                self.emit(&to, qpn, &ack(psn, Syndrome::Ack(0x1f), msn), &[]);
             }
             Answer::Read(data) => {
                 let len = u64::from(pkt.reth.unwrap_or_default().dma_len);
-                self.read_answer(qpn, dlid, pkt.bth.psn, data, len, mem);
+                self.read_answer(qpn, to, pkt.bth.psn, data, len, mem);
             }
             Answer::Atomic(old) => {
                 if let Some(qp) = self.qp(qpn).copied() {
                     let a = self.atomic_ack(&qp, psn, old);
-                    self.emit(dlid, qpn, &a, &[]);
+                    self.emit(&to, qpn, &a, &[]);
                 }
             }
-            Answer::Rnr(t) => self.emit(dlid, qpn, &ack(psn, Syndrome::Rnr(t), msn), &[]),
-            Answer::Nak(c) => self.emit(dlid, qpn, &ack(psn, Syndrome::Nak(c), msn), &[]),
+            Answer::Rnr(t) => self.emit(&to, qpn, &ack(psn, Syndrome::Rnr(t), msn), &[]),
+            Answer::Nak(c) => self.emit(&to, qpn, &ack(psn, Syndrome::Nak(c), msn), &[]),
             Answer::Ack | Answer::Drop => {}
         }
     }
@@ -288,7 +324,7 @@ impl Nic {
     pub(super) fn read_answer(
         &mut self,
         qpn: u32,
-        dlid: u16,
+        to: hw::QpAh,
         psn: u32,
         data: Data,
         len: u64,
@@ -299,7 +335,7 @@ impl Nic {
         };
         let mtu = mtu_bytes(qp.attr.path_mtu);
         let n = read_packets(len, qp.attr.path_mtu);
-        if self.to_own(dlid) {
+        if self.to_own(&to) {
             // To the NIC itself: every response at once, their payload the responder's
             // memory (`n` PSNs from `psn`).
             let pkt = Packet {
@@ -320,7 +356,7 @@ impl Nic {
                 }),
                 ..Default::default()
             };
-            return self.emit_own(qpn, pkt, data, n);
+            return self.emit_own(&to, qpn, pkt, data, n);
         }
         let gated = self.gate(mem);
         let mut pos = Pos::default();
@@ -353,7 +389,7 @@ impl Nic {
                 }),
                 ..Default::default()
             };
-            self.emit(dlid, qpn, &pkt, &buf);
+            self.emit(&to, qpn, &pkt, &buf);
         }
     }
 }

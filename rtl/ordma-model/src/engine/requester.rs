@@ -104,7 +104,7 @@ impl Nic {
             self.ud_send(qpn, mem, irq);
             return self.drain_own(mem, irq);
         }
-        if qp.attr.ah.dlid != self.config.lid && self.wire.is_none() {
+        if !self.is_own(&qp.attr.ah) && self.wire.is_none() {
             return self.no_route(qpn, &qp, mem, irq);
         }
         self.pump(qpn, mem, irq);

@@ -204,13 +204,12 @@ impl Nic {
         }
         // One pass over the QPs: those waiting for an RNR retry towards a QP of this NIC
         // that is attached to this SRQ.
-        let lid = self.config.lid;
         let waiting: Vec<u32> = self
             .qps
             .iter()
             .filter(|(_, q)| {
                 q.dp.rnr_wait.is_some()
-                    && q.attr.ah.dlid == lid
+                    && self.is_own(&q.attr.ah)
                     && self
                         .qp(q.attr.dest_qp_num)
                         .is_some_and(|d| d.srqn == Some(srqn))

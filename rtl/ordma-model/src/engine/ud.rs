@@ -5,14 +5,17 @@
 //!   ([`hw::UdSeg`]: the destination's address vector, QP and Q_Key). Its packet (BTH with
 //!   a UD opcode, DETH, ImmDt) goes out with the QP's next PSN and the WQE completes at
 //!   once: there are no ACKs, and a datagram lost on the wire is lost. The address is
-//!   checked per WQE (port 1, a unicast LID); a bad WQE completes in its error and moves
+//!   checked per WQE as the port takes it ([`Nic::av_ok`]); a bad WQE completes in its error and moves
 //!   the QP to `ERR`, as on RC. One call sends at most [`UD_BUDGET`] WQEs, the timer the
 //!   rest.
 //! - Responder ([`Nic::ud_request`]): a datagram for a QP in `RTR`, `RTS` or `SQD` whose
 //!   Q_Key matches the DETH's takes the QP's next receive WQE (or its SRQ's) whatever its
 //!   PSN. The payload goes into the receive buffers behind their first 40 bytes, the GRH
-//!   area; the port is an InfiniBand port and the frames carry no GRH, so the area is left
-//!   as it is and the CQE has no `CQE_FLAG_GRH`. The CQE carries the sender's QP and LID.
+//!   area. On an InfiniBand port the frames carry no GRH: the area is left as it is and
+//!   the CQE has no `CQE_FLAG_GRH`; on an Ethernet port the area gets the frame's IP header
+//!   as the RoCEv2 annex places it (IPv6: the 40-byte header; IPv4: 20 zero bytes, then
+//!   the 20-byte header) and the CQE `CQE_FLAG_GRH`. The CQE carries the sender's QP and
+//!   LID (0 on Ethernet).
 //!   A datagram with a wrong Q_Key, for a QP in another state or with a payload above the
 //!   MTU is dropped and counted, silently (`ud_dropped`, `ud_qkey_dropped` in the control
 //!   channel's `status`). A datagram that finds no receive WQE waits for one a short
@@ -34,6 +37,7 @@ use tracing::debug;
 use super::completer::Answer;
 use super::data::{Data, Pos};
 use super::packet::{self, Bth, Deth, Packet};
+use super::port::Source;
 use super::qp::Qp;
 use super::requester::{mtu_bytes, Request};
 use super::{Interrupts, Nic};
@@ -52,7 +56,7 @@ pub const UD_HELD_MAX: usize = 256;
 
 /// A datagram waiting for a receive WQE of its QP.
 pub struct Held {
-    slid: u16,
+    src: Source,
     qpn: u32,
     pkt: Packet,
     body: Data,
@@ -110,7 +114,7 @@ impl Nic {
             return hw::WC_LOC_QP_OP_ERR;
         };
         let av = ud.av;
-        if !av.valid() {
+        if !self.av_ok(&av) {
             return hw::WC_LOC_QP_OP_ERR;
         }
         let mtu = mtu_bytes(self.port_attrs().active_mtu);
@@ -152,16 +156,16 @@ impl Nic {
             q.attr.sq_psn = packet::psn_add(q.attr.sq_psn, 1);
         }
         self.ud.sent = self.ud.sent.saturating_add(1);
-        self.emit(av.dlid, qpn, &pkt, &payload);
+        self.emit(&av, qpn, &pkt, &payload);
         hw::WC_SUCCESS
     }
 
-    /// The responder's side of a UD datagram `pkt` from LID `slid` for QP `qpn` (a copy
+    /// The responder's side of a UD datagram `pkt` from `src` for QP `qpn` (a copy
     /// of it in `qp`, a UD QP), its payload `body`.
     #[allow(clippy::too_many_arguments, reason = "the datagram and its context")]
     pub(super) fn ud_request(
         &mut self,
-        slid: u16,
+        src: &Source,
         qpn: u32,
         qp: &Qp,
         pkt: &Packet,
@@ -171,7 +175,7 @@ impl Nic {
     ) {
         if self.ud_held.iter().any(|h| h.qpn == qpn) {
             // Behind the QP's datagrams that wait: in order.
-            return self.ud_hold(slid, qpn, pkt, body, None);
+            return self.ud_hold(src, qpn, pkt, body, None);
         }
         let live = matches!(qp.state, hw::QPS_RTR | hw::QPS_RTS | hw::QPS_SQD);
         let Some(deth) = pkt
@@ -195,7 +199,7 @@ impl Nic {
         let gated = self.gate(mem);
         let (index, data, cap) = match self.claim_recv(qpn, true, &gated, mem, irq) {
             Ok(c) => c,
-            Err(Answer::Rnr(_)) => return self.ud_hold(slid, qpn, pkt, body, None),
+            Err(Answer::Rnr(_)) => return self.ud_hold(src, qpn, pkt, body, None),
             Err(_) => return self.ud_drop(qpn, "no receive queue"),
         };
         let imm = pkt.imm.map(u32::from_le_bytes);
@@ -212,9 +216,18 @@ impl Nic {
             };
             return self.post_recv_cqe(qpn, index, cqe, mem, irq);
         }
+        let grh = src.grh.map(|g| Data::Inline(g.to_vec()));
+        let grh_ok = grh.as_ref().is_none_or(|g| {
+            Self::copy(
+                Some((g, &mut Pos::default(), GRH_LEN)),
+                &data,
+                &mut Pos::default(),
+                &gated,
+            )
+        });
         let mut pos = data.seek(GRH_LEN);
         let mut spos = Pos::default();
-        if !Self::copy(Some((&body, &mut spos, n)), &data, &mut pos, &gated) {
+        if !grh_ok || !Self::copy(Some((&body, &mut spos, n)), &data, &mut pos, &gated) {
             let cqe = hw::Cqe {
                 status: hw::WC_LOC_PROT_ERR,
                 opcode,
@@ -230,6 +243,9 @@ impl Nic {
         if imm.is_some() {
             flags |= hw::CQE_FLAG_IMM;
         }
+        if grh.is_some() {
+            flags |= hw::CQE_FLAG_GRH;
+        }
         let cqe = hw::Cqe {
             status: hw::WC_SUCCESS,
             opcode,
@@ -237,7 +253,7 @@ impl Nic {
             imm: imm.unwrap_or(0),
             flags,
             src_qp: deth.src_qp,
-            slid,
+            slid: src.lid,
             ..Default::default()
         };
         self.post_recv_cqe(qpn, index, cqe, mem, irq);
@@ -245,13 +261,20 @@ impl Nic {
 
     /// Holds a datagram for QP `qpn` that found no receive WQE, until `until` (a new one:
     /// [`UD_HOLD`] from now); dropped if the NIC holds [`UD_HELD_MAX`] already.
-    fn ud_hold(&mut self, slid: u16, qpn: u32, pkt: &Packet, body: Data, until: Option<Instant>) {
+    fn ud_hold(
+        &mut self,
+        src: &Source,
+        qpn: u32,
+        pkt: &Packet,
+        body: Data,
+        until: Option<Instant>,
+    ) {
         if self.ud_held.len() >= UD_HELD_MAX {
             return self.ud_drop(qpn, "no receive WQE, and the NIC holds too many");
         }
         let until = until.unwrap_or_else(|| Instant::now() + UD_HOLD);
         self.ud_held.push_back(Held {
-            slid,
+            src: *src,
             qpn,
             pkt: *pkt,
             body,
@@ -268,7 +291,7 @@ impl Nic {
             match qp {
                 Some(qp) if qp.qp_type == hw::QP_TYPE_UD && h.until > now => {
                     let before = self.ud_held.len();
-                    self.ud_request(h.slid, h.qpn, &qp, &h.pkt, h.body, mem, irq);
+                    self.ud_request(&h.src, h.qpn, &qp, &h.pkt, h.body, mem, irq);
                     if let Some(last) = self.ud_held.get_mut(before) {
                         // Held again: its time runs from its arrival, not from now.
                         last.until = h.until;

@@ -1,11 +1,13 @@
-//! The wire between NICs: RC packets in RoCEv2 frames.
+//! The wire between NICs: IB transport packets in RoCEv2 frames.
 //!
-//! A frame is Ethernet II (ethertype IPv4) + IPv4 + UDP (destination port 4791) + the IB
-//! transport headers of [`super::packet`] + the payload and its pad + the 4-byte ICRC, as
-//! RoCEv2 defines it (soft-RoCE: `drivers/infiniband/sw/rxe/rxe_icrc.c`, `rxe_net.c`).
-//! Every NIC of a run sits on one L2 segment and is addressed by its LID: its MAC is
-//! `02:6f:72:64:LIDhi:LIDlo`, its IPv4 address `10.77.LIDhi.LIDlo`. The UDP source port is a
-//! hash of the sending QP (RoCEv2's entropy), in `0xc000..=0xffff`.
+//! A frame is Ethernet II + IPv4 or IPv6 + UDP (destination port 4791) + the IB transport
+//! headers of [`super::packet`] + the payload and its pad + the 4-byte ICRC, as RoCEv2
+//! defines it (soft-RoCE: `drivers/infiniband/sw/rxe/rxe_icrc.c`, `rxe_net.c`). The
+//! addresses come from the port ([`super::port::Route`]): on an InfiniBand port derived
+//! from LIDs (MAC `02:6f:72:64:LIDhi:LIDlo`, IPv4 `10.77.LIDhi.LIDlo`), on an Ethernet port
+//! from the address vector and the GID table. The UDP source port is the flow label's
+//! (as the kernel's `rdma_flow_label_to_udp_sport`) or, without one, a hash of the sending
+//! QP (RoCEv2's entropy), in `0xc000..=0xffff`.
 //!
 //! [`decode`] checks everything a receiver can: lengths, the IPv4 header checksum, the
 //! UDP port and length, the ICRC, the opcode (RC, UC or UD) and the pad. A frame that fails is
@@ -14,7 +16,10 @@
 //! [`Wire`] is where frames go: a Unix datagram socket per NIC in the model
 //! ([`crate::wire`]), an in-memory network in the tests.
 
+use ordma_hw as hw;
+
 use super::packet::{Packet, BTH_LEN};
+use super::port::{ipv4_gid, Ips, Route, Source};
 
 /// RoCEv2's UDP destination port.
 pub const ROCE_PORT: u16 = 4791;
@@ -22,22 +27,26 @@ pub const ROCE_PORT: u16 = 4791;
 pub const ETH_LEN: usize = 14;
 /// Bytes of the IPv4 header (no options).
 pub const IP_LEN: usize = 20;
+/// Bytes of the IPv6 header (no extension headers).
+pub const IP6_LEN: usize = 40;
 /// Bytes of the UDP header.
 pub const UDP_LEN: usize = 8;
 /// Bytes of the ICRC.
 pub const ICRC_LEN: usize = 4;
 /// The largest frame the model sends: headers, a 4096-byte payload, its ICRC.
-pub const MAX_FRAME: usize = ETH_LEN + IP_LEN + UDP_LEN + 64 + 4096 + ICRC_LEN;
+pub const MAX_FRAME: usize = ETH_LEN + IP6_LEN + UDP_LEN + 64 + 4096 + ICRC_LEN;
 
 const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_IPV6: u16 = 0x86dd;
 const IPPROTO_UDP: u8 = 17;
 
 /// Where a NIC's frames go.
 pub trait Wire: Send {
-    /// Sends `frame` towards the NIC with LID `dlid`. A frame that cannot go is lost, as
-    /// on a real wire (the requester's retries recover). A wire may hold it back, to
-    /// carry it with the next ones in one datagram, until [`Wire::flush`].
-    fn send(&self, dlid: u16, frame: &[u8]);
+    /// Sends `frame` to the port with MAC `dmac` (a broadcast or multicast MAC: to every
+    /// other port). A frame that cannot go is lost, as on a real wire (the requester's
+    /// retries recover). A wire may hold it back, to carry it with the next ones in one
+    /// datagram, until [`Wire::flush`].
+    fn send(&self, dmac: [u8; 6], frame: &[u8]);
 
     /// Sends every frame [`Wire::send`] held back. The NIC's owner calls it when an action
     /// on the NIC ends ([`crate::device::Locked`] does, as it unlocks).
@@ -175,7 +184,7 @@ impl<'a> Iterator for Frames<'a> {
 pub enum FrameError {
     /// Shorter than its headers, or its lengths disagree.
     Length,
-    /// Not IPv4/UDP to port 4791, or not the model's addresses.
+    /// Not IPv4 or IPv6, UDP to port 4791 (on an Ethernet port: the host's frame).
     NotRoce,
     /// The IPv4 header checksum is wrong.
     Checksum,
@@ -188,33 +197,32 @@ pub enum FrameError {
 /// A decoded frame.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Frame {
-    /// The sender's LID (from its IPv4 address).
-    pub slid: u16,
-    /// The receiver's LID.
-    pub dlid: u16,
+    /// The destination MAC.
+    pub dmac: [u8; 6],
+    /// The sender (its LID from an InfiniBand segment's IPv4 address `10.77.hi.lo`, else
+    /// 0; its IP as a GID; the GRH area a UD receive gets).
+    pub src: Source,
+    /// The destination IP as a GID (IPv4-mapped for IPv4).
+    pub dst: [u8; 16],
     /// The transport headers.
     pub packet: Packet,
     /// The payload, without the pad.
     pub payload: Vec<u8>,
 }
 
-/// The MAC address of the NIC with LID `lid`.
-pub fn mac(lid: u16) -> [u8; 6] {
-    let [hi, lo] = lid.to_be_bytes();
-    [0x02, 0x6f, 0x72, 0x64, hi, lo]
-}
-
-/// The IPv4 address of the NIC with LID `lid`.
-pub fn ipv4(lid: u16) -> [u8; 4] {
-    let [hi, lo] = lid.to_be_bytes();
-    [10, 77, hi, lo]
-}
-
-/// The UDP source port of QP `qpn`'s frames.
+/// The UDP source port of QP `qpn`'s frames to an address without a flow label.
 pub fn src_port(qpn: u32) -> u16 {
     let h = qpn.wrapping_mul(0x9e37_79b1) >> 18;
     // CAST: 14 bits.
     0xc000 | (h as u16 & 0x3fff)
+}
+
+/// The UDP source port for flow label `fl` (not zero): the kernel's
+/// `rdma_flow_label_to_udp_sport` (the low 14 bits xor the high 6, in `0xc000..`).
+pub fn flow_src_port(fl: u32) -> u16 {
+    let low = (fl & 0x3fff) ^ ((fl & 0xf_c000) >> 14);
+    // CAST: 14 bits.
+    0xc000 | low as u16
 }
 
 /// CRC-32 (IEEE 802.3, reflected, polynomial 0xedb88320) of `data`, continuing from the
@@ -236,23 +244,41 @@ pub fn crc32(data: &[u8]) -> u32 {
 }
 
 /// The ICRC of `frame` without its last four bytes: the CRC-32 of 8 bytes of ones (the
-/// masked LRH), the IPv4 header with TOS, TTL and checksum set to ones, the UDP header
-/// with its checksum set to ones, the BTH with its reserved byte set to ones, and the rest
-/// of the transport headers, payload and pad as they are. `None` if `frame` is shorter
-/// than the headers.
+/// masked LRH), the IP header with its variant fields set to ones (IPv4: TOS, TTL and
+/// checksum; IPv6: traffic class, flow label, hop limit), the UDP header with its checksum
+/// set to ones, the BTH with its reserved byte set to ones, and the rest of the transport
+/// headers, payload and pad as they are. `None` if `frame` is shorter than the headers.
 pub fn icrc(frame: &[u8]) -> Option<u32> {
     let body_end = frame.len().checked_sub(ICRC_LEN)?;
-    let mut masked = [0u8; IP_LEN + UDP_LEN + BTH_LEN];
-    masked.copy_from_slice(frame.get(ETH_LEN..ETH_LEN + IP_LEN + UDP_LEN + BTH_LEN)?);
-    let rest = frame.get(ETH_LEN + IP_LEN + UDP_LEN + BTH_LEN..body_end)?;
-    for i in [1, 8, 10, 11, IP_LEN + 6, IP_LEN + 7, IP_LEN + UDP_LEN + 4] {
+    let v6 = is_ipv6(frame);
+    let ip_len = if v6 { IP6_LEN } else { IP_LEN };
+    let head = ip_len + UDP_LEN + BTH_LEN;
+    let mut masked = [0u8; IP6_LEN + UDP_LEN + BTH_LEN];
+    let masked = masked.get_mut(..head)?;
+    masked.copy_from_slice(frame.get(ETH_LEN..ETH_LEN + head)?);
+    let rest = frame.get(ETH_LEN + head..body_end)?;
+    let ip_fields: &[usize] = if v6 { &[1, 2, 3, 7] } else { &[1, 8, 10, 11] };
+    for &i in ip_fields
+        .iter()
+        .chain(&[ip_len + 6, ip_len + 7, ip_len + UDP_LEN + 4])
+    {
         if let Some(b) = masked.get_mut(i) {
             *b = 0xff;
         }
     }
+    if v6 {
+        if let Some(b) = masked.get_mut(0) {
+            *b |= 0x0f;
+        }
+    }
     let crc = crc32_raw(0xffff_ffff, &[0xff; 8]);
-    let crc = crc32_raw(crc, &masked);
+    let crc = crc32_raw(crc, masked);
     Some(!crc32_raw(crc, rest))
+}
+
+/// Whether `frame`'s Ethernet header says IPv6.
+pub fn is_ipv6(frame: &[u8]) -> bool {
+    be16(frame, 12) == Some(ETHERTYPE_IPV6)
 }
 
 /// The IPv4 header checksum of `h` (ones' complement of the ones' complement sum).
@@ -270,35 +296,99 @@ fn ip_checksum(h: &[u8]) -> u16 {
     !(sum as u16)
 }
 
-/// The frame carrying `pkt` and `payload` from LID `slid` (QP `sqpn`) to LID `dlid`. The
-/// BTH's pad count is set here; the payload is padded to a multiple of four bytes.
-pub fn encode(slid: u16, dlid: u16, sqpn: u32, pkt: &Packet, payload: &[u8]) -> Vec<u8> {
+/// Ones' complement sum of `data` as 16-bit big-endian words, added to `sum`.
+fn sum16(mut sum: u32, data: &[u8]) -> u32 {
+    for pair in data.chunks(2) {
+        let hi = u32::from(pair.first().copied().unwrap_or(0));
+        let lo = u32::from(pair.get(1).copied().unwrap_or(0));
+        sum += (hi << 8) | lo;
+        if sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+    }
+    sum
+}
+
+/// The UDP checksum of the datagram `udp` (its checksum field zero) between IPv6 `src`
+/// and `dst`; 0xffff for a sum of zero (IPv6 forbids a zero UDP checksum).
+fn udp6_checksum(src: &[u8; 16], dst: &[u8; 16], udp: &[u8]) -> u16 {
+    // CAST: a frame's length fits 32 bits.
+    let len = udp.len() as u32;
+    let mut sum = sum16(0, src);
+    sum = sum16(sum, dst);
+    sum = sum16(sum, &len.to_be_bytes());
+    sum = sum16(sum, &[0, 0, 0, IPPROTO_UDP]);
+    sum = sum16(sum, udp);
+    // CAST: folded to 16 bits by `sum16`.
+    match !(sum as u16) {
+        0 => 0xffff,
+        c => c,
+    }
+}
+
+/// Appends the IP header of a packet along `route` whose UDP datagram (header, transport
+/// headers, payload, pad, ICRC) is `udp_len` bytes: IPv4 with its checksum, or IPv6.
+fn ip_header(out: &mut Vec<u8>, route: &Route, udp_len: usize) {
+    let ip = out.len();
+    match route.ips {
+        Ips::V4(src, dst) => {
+            out.extend_from_slice(&[0x45, route.traffic_class]);
+            // CAST: at most MAX_FRAME.
+            out.extend_from_slice(&((IP_LEN + udp_len) as u16).to_be_bytes());
+            out.extend_from_slice(&[0, 0, 0x40, 0, route.hop_limit, IPPROTO_UDP, 0, 0]);
+            out.extend_from_slice(&src);
+            out.extend_from_slice(&dst);
+            let sum = ip_checksum(out.get(ip..).unwrap_or_default());
+            if let Some(c) = out.get_mut(ip + 10..ip + 12) {
+                c.copy_from_slice(&sum.to_be_bytes());
+            }
+        }
+        Ips::V6(src, dst) => {
+            let word = (6u32 << 28)
+                | (u32::from(route.traffic_class) << 20)
+                | (route.flow_label & 0xf_ffff);
+            out.extend_from_slice(&word.to_be_bytes());
+            // CAST: at most MAX_FRAME.
+            out.extend_from_slice(&(udp_len as u16).to_be_bytes());
+            out.extend_from_slice(&[IPPROTO_UDP, route.hop_limit]);
+            out.extend_from_slice(&src);
+            out.extend_from_slice(&dst);
+        }
+    }
+}
+
+/// The UDP datagram's length for `pkt` with `payload_len` bytes of payload.
+pub fn udp_len(pkt: &Packet, payload_len: usize) -> usize {
+    UDP_LEN + pkt.header_len() + payload_len + (4 - payload_len % 4) % 4 + ICRC_LEN
+}
+
+/// The frame carrying `pkt` and `payload` from QP `sqpn` along `route`. The BTH's pad
+/// count is set here; the payload is padded to a multiple of four bytes.
+pub fn encode(route: &Route, sqpn: u32, pkt: &Packet, payload: &[u8]) -> Vec<u8> {
     let pad = (4 - payload.len() % 4) % 4;
     let mut p = *pkt;
     // CAST: at most 3.
     p.bth.pad = pad as u8;
-    let mut out = Vec::with_capacity(ETH_LEN + IP_LEN + UDP_LEN + 64 + payload.len() + 8);
-    out.extend_from_slice(&mac(dlid));
-    out.extend_from_slice(&mac(slid));
-    out.extend_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
-    let udp_len = UDP_LEN + p.header_len() + payload.len() + pad + ICRC_LEN;
-    let ip_len = IP_LEN + udp_len;
-    let ip = ETH_LEN;
-    out.extend_from_slice(&[0x45, 0]);
-    // CAST: at most MAX_FRAME.
-    out.extend_from_slice(&(ip_len as u16).to_be_bytes());
-    out.extend_from_slice(&[0, 0, 0x40, 0, 64, IPPROTO_UDP, 0, 0]);
-    out.extend_from_slice(&ipv4(slid));
-    out.extend_from_slice(&ipv4(dlid));
-    let sum = ip_checksum(out.get(ip..).unwrap_or_default());
-    if let Some(c) = out.get_mut(ip + 10..ip + 12) {
-        c.copy_from_slice(&sum.to_be_bytes());
-    }
-    out.extend_from_slice(&src_port(sqpn).to_be_bytes());
+    let mut out = Vec::with_capacity(ETH_LEN + IP6_LEN + UDP_LEN + 64 + payload.len() + 8);
+    out.extend_from_slice(&route.dmac);
+    out.extend_from_slice(&route.smac);
+    let ethertype = match route.ips {
+        Ips::V4(..) => ETHERTYPE_IPV4,
+        Ips::V6(..) => ETHERTYPE_IPV6,
+    };
+    out.extend_from_slice(&ethertype.to_be_bytes());
+    let udp_len = udp_len(&p, payload.len());
+    ip_header(&mut out, route, udp_len);
+    let sport = match route.flow_label {
+        0 => src_port(sqpn),
+        fl => flow_src_port(fl),
+    };
+    let udp = out.len();
+    out.extend_from_slice(&sport.to_be_bytes());
     out.extend_from_slice(&ROCE_PORT.to_be_bytes());
     // CAST: at most MAX_FRAME.
     out.extend_from_slice(&(udp_len as u16).to_be_bytes());
-    // A zero UDP checksum: none (IPv4 allows it; RoCEv2 relies on the ICRC).
+    // IPv4: a zero UDP checksum, none (RoCEv2 relies on the ICRC); IPv6: below.
     out.extend_from_slice(&[0, 0]);
     p.encode(&mut out);
     out.extend_from_slice(payload);
@@ -309,47 +399,83 @@ pub fn encode(slid: u16, dlid: u16, sqpn: u32, pkt: &Packet, payload: &[u8]) -> 
     if let Some(c) = out.get_mut(n - ICRC_LEN..) {
         c.copy_from_slice(&crc.to_le_bytes());
     }
+    if let Ips::V6(src, dst) = route.ips {
+        let sum = udp6_checksum(&src, &dst, out.get(udp..).unwrap_or_default());
+        if let Some(c) = out.get_mut(udp + 6..udp + 8) {
+            c.copy_from_slice(&sum.to_be_bytes());
+        }
+    }
     out
+}
+
+/// What a UD receive buffer's first 40 bytes hold for a packet along `route` whose UDP
+/// datagram is `udp_len` bytes ([`udp_len`]): the IPv6 header, or 20 zero bytes and the
+/// IPv4 header (the RoCEv2 annex).
+pub fn grh_area(route: &Route, udp_len: usize) -> [u8; 40] {
+    let mut g = [0u8; 40];
+    let mut h = Vec::with_capacity(IP6_LEN);
+    ip_header(&mut h, route, udp_len);
+    let at = 40usize.saturating_sub(h.len());
+    if let Some(d) = g.get_mut(at..) {
+        d.copy_from_slice(h.get(..40 - at).unwrap_or_default());
+    }
+    g
 }
 
 fn be16(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
 }
 
-/// Decodes and checks frame `b`.
+/// Decodes and checks frame `b`: Ethernet II, IPv4 (no options) or IPv6 (no extension
+/// headers), UDP to port 4791, the transport headers, the ICRC.
 ///
 /// # Errors
 ///
-/// The first check that failed.
+/// The first check that failed. [`FrameError::NotRoce`]: not a RoCEv2 frame at all (the
+/// host's, on an Ethernet port).
 pub fn decode(b: &[u8]) -> Result<Frame, FrameError> {
     use FrameError as E;
-    if b.len() < ETH_LEN + IP_LEN + UDP_LEN + BTH_LEN + ICRC_LEN {
-        return Err(E::Length);
-    }
-    if be16(b, 12) != Some(ETHERTYPE_IPV4) {
+    let v6 = match be16(b, 12) {
+        Some(ETHERTYPE_IPV4) => false,
+        Some(ETHERTYPE_IPV6) => true,
+        _ => return Err(E::NotRoce),
+    };
+    let ip_len = if v6 { IP6_LEN } else { IP_LEN };
+    let ip = b.get(ETH_LEN..ETH_LEN + ip_len).ok_or(E::NotRoce)?;
+    let proto = if v6 { ip.get(6) } else { ip.get(9) };
+    if proto != Some(&IPPROTO_UDP) || (!v6 && ip.first() != Some(&0x45)) {
         return Err(E::NotRoce);
     }
-    let ip = b.get(ETH_LEN..ETH_LEN + IP_LEN).ok_or(E::Length)?;
-    if ip.first() != Some(&0x45) || ip.get(9) != Some(&IPPROTO_UDP) {
+    if v6 && ip.first().map(|v| v >> 4) != Some(6) {
         return Err(E::NotRoce);
     }
-    if ip_checksum(ip) != 0 {
-        return Err(E::Checksum);
-    }
-    let total = usize::from(be16(ip, 2).ok_or(E::Length)?);
-    if total != b.len() - ETH_LEN {
-        return Err(E::Length);
-    }
-    if ip.get(12..14) != Some(&[10, 77]) || ip.get(16..18) != Some(&[10, 77]) {
-        return Err(E::NotRoce);
-    }
-    let slid = be16(ip, 14).ok_or(E::Length)?;
-    let dlid = be16(ip, 18).ok_or(E::Length)?;
-    let udp = ETH_LEN + IP_LEN;
+    let udp = ETH_LEN + ip_len;
     if be16(b, udp + 2) != Some(ROCE_PORT) {
         return Err(E::NotRoce);
     }
-    if be16(b, udp + 4).map(usize::from) != Some(total - IP_LEN) {
+    if b.len() < udp + UDP_LEN + BTH_LEN + ICRC_LEN {
+        return Err(E::Length);
+    }
+    let (src, dst, udp_len) = if v6 {
+        let mut s = [0u8; 16];
+        let mut d = [0u8; 16];
+        s.copy_from_slice(ip.get(8..24).ok_or(E::Length)?);
+        d.copy_from_slice(ip.get(24..40).ok_or(E::Length)?);
+        (s, d, usize::from(be16(ip, 4).ok_or(E::Length)?))
+    } else {
+        if ip_checksum(ip) != 0 {
+            return Err(E::Checksum);
+        }
+        let total = usize::from(be16(ip, 2).ok_or(E::Length)?);
+        let s = [ip[12], ip[13], ip[14], ip[15]];
+        let d = [ip[16], ip[17], ip[18], ip[19]];
+        (
+            ipv4_gid(s),
+            ipv4_gid(d),
+            total.checked_sub(IP_LEN).ok_or(E::Length)?,
+        )
+    };
+    if udp_len != b.len() - udp || be16(b, udp + 4).map(usize::from) != Some(udp_len) {
         return Err(E::Length);
     }
     let n = b.len();
@@ -369,9 +495,26 @@ pub fn decode(b: &[u8]) -> Result<Frame, FrameError> {
         .checked_sub(usize::from(packet.bth.pad))
         .ok_or(E::Transport)?;
     let payload = body.get(..end).ok_or(E::Transport)?.to_vec();
+    let mut grh = [0u8; 40];
+    if v6 {
+        grh.copy_from_slice(ip);
+    } else {
+        grh[20..].copy_from_slice(ip);
+    }
+    let mut dmac = [0u8; 6];
+    dmac.copy_from_slice(b.get(..6).ok_or(E::Length)?);
+    let lid = match hw::gid_ipv4(&src) {
+        Some([10, 77, hi, lo]) => u16::from_be_bytes([hi, lo]),
+        _ => 0,
+    };
     Ok(Frame {
-        slid,
-        dlid,
+        dmac,
+        src: Source {
+            lid,
+            gid: src,
+            grh: Some(grh),
+        },
+        dst,
         packet,
         payload,
     })
@@ -439,8 +582,8 @@ mod tests {
             icrc(&frame),
             Some(u32::from_le_bytes([0x82, 0xfd, 0x00, 0x2a]))
         );
-        // Not RC: the receive path refuses it, after the ICRC passed.
-        assert_eq!(decode(&frame), Err(FrameError::NotRoce));
+        // Not RC, UC or UD: the receive path refuses it, after the ICRC passed.
+        assert_eq!(decode(&frame), Err(FrameError::Transport));
     }
 
     #[test]
@@ -497,16 +640,17 @@ mod tests {
             }),
             ..Default::default()
         };
-        let f = encode(1, 2, 3, &pkt, b"hello");
+        let f = encode(&super::super::port::lid_route(1, 2), 3, &pkt, b"hello");
         assert_eq!(f.len() % 4, 2, "14 + a multiple of four");
         let d = decode(&f).unwrap();
         let mut want = pkt;
         want.bth.pad = 3;
         assert_eq!(
-            (d.slid, d.dlid, d.packet, &d.payload[..]),
-            (1, 2, want, &b"hello"[..])
+            (d.src.lid, d.dst, d.packet, &d.payload[..]),
+            (1, ipv4_gid([10, 77, 0, 2]), want, &b"hello"[..])
         );
-        assert_eq!(&f[..6], &mac(2));
+        assert_eq!(d.dmac, super::super::port::lid_mac(2));
+        assert_eq!(&f[..6], &super::super::port::lid_mac(2));
         assert_eq!(
             &f[ETH_LEN + 12..ETH_LEN + 20],
             &[10, 77, 0, 1, 10, 77, 0, 2]

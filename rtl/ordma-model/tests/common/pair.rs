@@ -18,7 +18,9 @@ pub type Queue = Arc<Mutex<VecDeque<(u16, Vec<u8>)>>>;
 pub struct TestWire(pub Queue);
 
 impl Wire for TestWire {
-    fn send(&self, dlid: u16, frame: &[u8]) {
+    fn send(&self, dmac: [u8; 6], frame: &[u8]) {
+        // The LID of an InfiniBand port's MAC (`port::lid_mac`).
+        let dlid = u16::from_be_bytes([dmac[4], dmac[5]]);
         self.0.lock().unwrap().push_back((dlid, frame.to_vec()));
     }
 }

@@ -771,7 +771,8 @@ pub fn on_socket_wire(r: &mut [Rig], dir: &Path) -> Vec<Arc<Device>> {
             let nic = std::mem::replace(&mut x.nic, Nic::new(NicConfig::with_guid(0)));
             let dev = Arc::new(Device::new(nic, GuestRam::new(x.mem.clone())));
             let lid = u16::try_from(i + 1).unwrap();
-            ordma_model::wire::attach(&dev, dir, lid).unwrap();
+            let mac = ordma_model::engine::port::lid_mac(lid);
+            ordma_model::wire::attach(&dev, dir, mac, None).unwrap();
             Device::spawn_timers(&dev).unwrap();
             dev
         })

@@ -10,6 +10,7 @@ use super::{Flight, Outcome};
 use crate::engine::completer::{rnr_delay, RETRY_FOREVER};
 use crate::engine::data::{Data, Pos};
 use crate::engine::packet::{self, NakCode, Packet, Syndrome};
+use crate::engine::port::Source;
 use crate::engine::qp::{qp_index, Qp};
 use crate::engine::remote::psn_sub;
 use crate::engine::requester::mtu_bytes;
@@ -17,11 +18,11 @@ use crate::engine::{Interrupts, Nic};
 use crate::mem::Dma;
 
 impl Nic {
-    /// The completer's side of an ACK, NAK or read response from LID `slid`, its payload
+    /// The completer's side of an ACK, NAK or read response from `src`, its payload
     /// `body` (`count` responses of one READ together, from the NIC itself).
     pub(in crate::engine) fn on_answer(
         &mut self,
-        slid: u16,
+        src: &Source,
         pkt: &Packet,
         body: &Data,
         count: u64,
@@ -33,7 +34,7 @@ impl Nic {
             return;
         };
         let live = matches!(qp.state, hw::QPS_RTS | hw::QPS_SQD);
-        if !live || qp.attr.ah.dlid != slid || qp.qp_type != hw::QP_TYPE_RC {
+        if !live || !self.is_peer(&qp.attr.ah, src) || qp.qp_type != hw::QP_TYPE_RC {
             // (UC has no answers: one is ignored.)
             return;
         }
