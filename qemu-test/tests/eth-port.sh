@@ -21,7 +21,8 @@
 # nics: 2
 # run-args: --link-layer ethernet
 # fresh-vm: yes
-# timeout: 600
+# debug: yes
+# timeout: 900
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 P=/ordma/src/qemu-test/progs
