@@ -9,7 +9,8 @@ use kernel::prelude::*;
 
 use crate::{hw, ib, uapi};
 
-/// The NIC's address vector for ib_core's address `ah` (not checked: [`hw::QpAh::valid`]).
+/// The NIC's address vector for ib_core's address `ah` (not checked:
+/// [`hw::QpAh::valid_on`]): an InfiniBand one, or a RoCE one with its destination MAC.
 pub(crate) fn av(ah: &ib::AhAttr) -> hw::QpAh {
     let grh = ah.grh.unwrap_or_default();
     hw::QpAh {
@@ -25,7 +26,7 @@ pub(crate) fn av(ah: &ib::AhAttr) -> hw::QpAh {
         sgid_index: grh.sgid_index,
         hop_limit: grh.hop_limit,
         traffic_class: grh.traffic_class,
-        dmac: [0; 6],
+        dmac: ah.dmac.unwrap_or_default(),
     }
 }
 
@@ -39,15 +40,21 @@ impl Ah {
     ///
     /// # Errors
     ///
-    /// `EINVAL` for an address the port does not take (another port, a multicast or zero
-    /// LID, SL above 15, path bits, a source GID index other than 0, a flow label above 20
-    /// bits); `EOPNOTSUPP` for driver input; `EFAULT`.
-    pub(crate) fn new(init: &ib::AhInit, udata: Option<&ib::Udata<'_>>) -> Result<Self> {
+    /// `EINVAL` for an address the port does not take (`hw::QpAh::valid_on`): another
+    /// port, path bits, a flow label above 20 bits; on InfiniBand a multicast or zero LID,
+    /// SL above 15, a source GID index other than 0, a MAC; on Ethernet no GRH (every RoCE
+    /// address is global), a LID, SL above 7, a source GID index past the table, a
+    /// multicast or zero MAC); `EOPNOTSUPP` for driver input; `EFAULT`.
+    pub(crate) fn new(
+        init: &ib::AhInit,
+        port: &hw::PortShape,
+        udata: Option<&ib::Udata<'_>>,
+    ) -> Result<Self> {
         if let Some(u) = udata {
             u.expect_empty()?;
         }
         let av = av(&init.attr);
-        if !av.valid() {
+        if !av.valid_on(port.link_layer, port.gid_tbl_len) {
             return Err(EINVAL);
         }
         if let Some(u) = udata {

@@ -66,6 +66,18 @@ impl Nic<'_> {
         Ok(hw::PortAttrs::decode(&raw))
     }
 
+    /// `CMD_SET_GID`: entry `index` of `port`'s GID table becomes `gid` of type
+    /// `gid_type` (`GID_TYPE_NONE` with a zero GID clears it).
+    pub(crate) fn set_gid(&self, port: u32, index: u32, gid: &[u8; 16], gid_type: u8) -> Result {
+        let p = hw::SetGidParams {
+            port,
+            index,
+            gid: *gid,
+            gid_type,
+        };
+        self.admin(hw::CMD_SET_GID, p.encode()).map(|_| ())
+    }
+
     /// `CMD_ALLOC_PD`: the new PD's number.
     pub(crate) fn alloc_pd(&self) -> Result<u32> {
         let pdn = self.admin(hw::CMD_ALLOC_PD, [0; hw::AQ_SQE_SIZE - 8])?;

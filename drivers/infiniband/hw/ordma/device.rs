@@ -146,7 +146,7 @@ impl<'bound> OrdmaDevice<'bound> {
         nic.enable()?;
         let attrs = nic.query_device()?;
         let port = nic.query_port(1)?;
-        nic.set_port_active(port.state == hw::PORT_STATE_ACTIVE);
+        nic.init_port(port.state == hw::PORT_STATE_ACTIVE, port.is_ethernet());
         // Events (the first: the PORT_ACTIVE of the enable) from now on.
         nic.arm_events();
         dev_info!(
@@ -164,20 +164,33 @@ impl<'bound> OrdmaDevice<'bound> {
             attrs.max_mr,
             attrs.max_pd
         );
-        dev_info!(
-            pdev,
-            "port 1: LID {}, state {}, MTU code {}, GUID {:016x}\n",
-            port.lid,
-            port.state,
-            port.active_mtu,
-            port.port_guid
-        );
+        if port.is_ethernet() {
+            let m = port.mac;
+            dev_info!(
+                pdev,
+                "port 1: Ethernet (RoCEv2), MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}, link state {}, MTU code {}, {} GIDs\n",
+                m[0],
+                m[1],
+                m[2],
+                m[3],
+                m[4],
+                m[5],
+                port.state,
+                port.active_mtu,
+                port.gid_tbl_len
+            );
+        } else {
+            dev_info!(
+                pdev,
+                "port 1: LID {}, state {}, MTU code {}, GUID {:016x}\n",
+                port.lid,
+                port.state,
+                port.active_mtu,
+                port.port_guid
+            );
+        }
         let changes = nic.port_changes();
-        let verbs = OrdmaIb {
-            nic: nic.clone(),
-            attrs,
-            port,
-        };
+        let verbs = OrdmaIb::new(nic.clone(), attrs, port)?;
         let r = ib::Registration::new(pdev.as_ref(), attrs.node_guid, verbs, nic.ib_events.clone())
             .inspect_err(|e| dev_err!(pdev, "ib_device registration failed: {e:?}\n"))?;
         // A port change between ib_core's first look and the events' attachment would

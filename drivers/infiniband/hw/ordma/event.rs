@@ -60,14 +60,9 @@ impl Nic<'_> {
         match e.kind {
             hw::EVENT_PORT_ACTIVE | hw::EVENT_PORT_DOWN => {
                 let active = e.kind == hw::EVENT_PORT_ACTIVE;
-                // Port 1 is the only one; the event's data names it.
-                if self.set_port_active(active) {
-                    if active {
-                        self.ib_events.port_active(1);
-                    } else {
-                        self.ib_events.port_error(1);
-                    }
-                }
+                // Port 1 is the only one; the event's data names it. ib_core hears of
+                // a change of the port's state (on Ethernet, the netdev's counts too).
+                self.set_port_link(active);
                 let state = if active { "ACTIVE" } else { "DOWN" };
                 self.log_event(|| dev_info!(self.pdev, "port {} {state}\n", e.data));
             }

@@ -7,13 +7,13 @@
 use kernel::{
     device::Bound,
     io::{poll::read_poll_timeout, Io},
-    new_mutex,
+    new_mutex, new_spinlock_irq,
     page::PAGE_SHIFT,
     pci,
     prelude::*,
     sync::{
         atomic::{Acquire, Atomic, Relaxed, Release},
-        Arc, Mutex,
+        Arc, Mutex, SpinLockIrq,
     },
     time::{Delta, Instant, Monotonic},
 };
@@ -25,6 +25,21 @@ use crate::{
     ib,
     pages::NicMemory,
 };
+
+/// A port's state as the driver sees it: ACTIVE when both are up.
+#[derive(Clone, Copy, Debug, Default)]
+struct PortState {
+    /// The NIC's link (`QUERY_PORT`, then its `PORT_ACTIVE`/`PORT_DOWN` events).
+    link: bool,
+    /// The paired netdev is running with its carrier on (always on InfiniBand).
+    netdev_up: bool,
+}
+
+impl PortState {
+    fn active(self) -> bool {
+        self.link && self.netdev_up
+    }
+}
 
 /// BAR0, the control registers, at its documented size.
 pub(crate) type Bar0<'bound> = pci::Bar<'bound, { hw::BAR0_SIZE }>;
@@ -45,8 +60,9 @@ pub(crate) struct Nic<'bound> {
     pub(crate) eq: EventRing,
     /// Where events for ib_core go: attached while the `ib_device` is registered.
     pub(crate) ib_events: Arc<ib::EventSink>,
-    /// Whether port 1 is ACTIVE, as the NIC last said (QUERY_PORT, then its events).
-    port_active: Atomic<bool>,
+    /// Port 1's state: the NIC's link and, on Ethernet, the paired netdev's.
+    #[pin]
+    port: SpinLockIrq<PortState>,
     /// Port state changes seen, so registration can tell whether one raced it.
     port_changes: Atomic<u32>,
     /// The NIC reported a fatal error: it does nothing more until it is reset.
@@ -80,7 +96,7 @@ impl<'bound> Nic<'bound> {
             admin <- AdminQueue::new(dev),
             eq <- EventRing::new(dev),
             ib_events,
-            port_active: Atomic::new(false),
+            port <- new_spinlock_irq!(PortState::default(), "ordma_port"),
             port_changes: Atomic::new(0),
             dead: Atomic::new(false),
             doorbells: DoorbellPages::new(db_pfn),
@@ -175,16 +191,46 @@ impl<'bound> Nic<'bound> {
         Ok(())
     }
 
-    /// Whether port 1 is ACTIVE.
+    /// Whether port 1 is ACTIVE: its link up and, on Ethernet, its netdev up.
     pub(crate) fn port_active(&self) -> bool {
-        self.port_active.load(Acquire)
+        self.port.lock().active()
     }
 
-    /// Records port 1's state; `true` if it changed.
-    pub(crate) fn set_port_active(&self, active: bool) -> bool {
-        let was = self.port_active.xchg(active, Release);
+    /// Sets port 1's state before the events are armed and the `ib_device` registered:
+    /// its link as `QUERY_PORT` said, and on Ethernet no netdev yet.
+    pub(crate) fn init_port(&self, link: bool, ethernet: bool) {
+        *self.port.lock() = PortState {
+            link,
+            netdev_up: !ethernet,
+        };
+    }
+
+    /// Records port 1's link, as the NIC's event said; `true` if the port's state changed
+    /// (and then ib_core is told).
+    pub(crate) fn set_port_link(&self, link: bool) -> bool {
+        self.update_port(|p| p.link = link)
+    }
+
+    /// Records whether port 1's netdev (Ethernet) is up; `true` if the port's state
+    /// changed (and then ib_core is told).
+    pub(crate) fn set_port_netdev(&self, up: bool) -> bool {
+        self.update_port(|p| p.netdev_up = up)
+    }
+
+    /// Changes port 1's state and, if it went ACTIVE or left it, tells ib_core under the
+    /// lock (so two changes are told in their order).
+    fn update_port(&self, change: impl FnOnce(&mut PortState)) -> bool {
+        let mut p = self.port.lock();
+        let was = p.active();
+        change(&mut p);
+        let active = p.active();
         if was != active {
             self.port_changes.fetch_add(1, Relaxed);
+            if active {
+                self.ib_events.port_active(1);
+            } else {
+                self.ib_events.port_error(1);
+            }
         }
         was != active
     }

@@ -334,7 +334,7 @@ impl<'bound> Qp<'bound> {
         let mut state = self.state.lock();
         let a = self.nic.query_qp(self.qpn)?;
         *state = a.qp_state;
-        Ok((from_hw(&a), self.caps))
+        Ok((from_hw(&a, &self.port), self.caps))
     }
 }
 
@@ -393,8 +393,8 @@ fn to_hw(a: &ib::QpAttr) -> hw::QpAttr {
     }
 }
 
-/// The NIC's attributes in ib_core's terms.
-fn from_hw(a: &hw::QpAttr) -> ib::QpAttr {
+/// The NIC's attributes in ib_core's terms (on an Ethernet port, a RoCE address).
+fn from_hw(a: &hw::QpAttr, port: &hw::PortShape) -> ib::QpAttr {
     let ah = &a.ah;
     ib::QpAttr {
         qp_state: a.qp_state,
@@ -430,6 +430,7 @@ fn from_hw(a: &hw::QpAttr) -> ib::QpAttr {
                 hop_limit: ah.hop_limit,
                 traffic_class: ah.traffic_class,
             }),
+            dmac: (port.link_layer == hw::LINK_LAYER_ETHERNET).then_some(ah.dmac),
         },
     }
 }

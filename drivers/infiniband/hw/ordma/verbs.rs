@@ -31,6 +31,63 @@ pub(crate) struct OrdmaIb<'bound> {
     pub(crate) attrs: hw::DeviceAttrs,
     /// What `QUERY_PORT` said at probe (the port's state is kept current by events).
     pub(crate) port: hw::PortAttrs,
+    /// The port as ib_core sees it: InfiniBand or RoCEv2, as the NIC said.
+    ports: [PortDesc; 1],
+}
+
+impl<'bound> OrdmaIb<'bound> {
+    /// The driver data of a NIC that answered `attrs` and `port` (port 1).
+    ///
+    /// On InfiniBand: one port without MADs (no QP0/QP1: no subnet management or GSI
+    /// traffic; LIDs come from the NIC, `hardware.md`), one GID (the link-local one of its
+    /// GUID) and one PKey (the default, full membership). On Ethernet (1.4): RoCEv2
+    /// without MADs (kernel QPs, QP1 among them, are not supported yet: ib_mad and ib_cm
+    /// leave the port alone instead of failing to open it), the NIC's GID table, which
+    /// ib_core fills from the paired netdev's addresses, and the default PKey.
+    ///
+    /// # Errors
+    ///
+    /// `ENODEV` for a link layer this driver does not know, or an Ethernet port without
+    /// a GID table.
+    pub(crate) fn new(
+        nic: Arc<Nic<'bound>>,
+        attrs: hw::DeviceAttrs,
+        port: hw::PortAttrs,
+    ) -> Result<Self> {
+        let protocol = match port.link_layer {
+            // 0: a NIC before 1.4, InfiniBand.
+            0 | hw::LINK_LAYER_INFINIBAND => PortProtocol::IbNoMad,
+            hw::LINK_LAYER_ETHERNET if port.gid_tbl_len > 0 => {
+                PortProtocol::RoceV2NoMad { mac: port.mac }
+            }
+            ll => {
+                dev_err!(
+                    nic.pdev,
+                    "port 1: link layer {ll} with {} GIDs is not supported\n",
+                    port.gid_tbl_len
+                );
+                return Err(ENODEV);
+            }
+        };
+        let gid_tbl_len = if port.is_ethernet() {
+            u16::try_from(port.gid_tbl_len).unwrap_or(u16::MAX)
+        } else {
+            1
+        };
+        let mut port = port;
+        // What ib_core is told is what the address checks use.
+        port.gid_tbl_len = gid_tbl_len.into();
+        Ok(Self {
+            nic,
+            attrs,
+            port,
+            ports: [PortDesc {
+                protocol,
+                gid_tbl_len,
+                pkey_tbl_len: 1,
+            }],
+        })
+    }
 }
 
 #[vtable]
@@ -40,14 +97,6 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
     const UVERBS_ABI_VERSION: u32 = uapi::UVERBS_ABI_VERSION;
     const NODE_TYPE: ib::NodeType = ib::NodeType::IbCa;
     const NUM_COMP_VECTORS: u32 = 1;
-    /// One InfiniBand port without MADs (no QP0/QP1: no subnet management or GSI traffic;
-    /// LIDs come from the NIC, `hardware.md`), one GID (the link-local one of its GUID) and
-    /// one PKey (the default, full membership).
-    const PORTS: &'static [PortDesc] = &[PortDesc {
-        protocol: PortProtocol::IbNoMad,
-        gid_tbl_len: 1,
-        pkey_tbl_len: 1,
-    }];
 
     type Ucontext = Ucontext<'bound>;
     type Pd = Pd<'bound>;
@@ -57,6 +106,10 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
     type Qp = Qp<'bound>;
     type Srq = Srq<'bound>;
     type Ah = Ah;
+
+    fn ports(&self) -> &[PortDesc] {
+        &self.ports
+    }
 
     fn query_device(&self) -> Result<ib::DeviceAttr> {
         let a = &self.attrs;
@@ -104,7 +157,8 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
     fn query_port(&self, _port: u32) -> Result<ib::PortAttr> {
         let p = &self.port;
         Ok(ib::PortAttr {
-            // The live state: the NIC's port events, not the probe-time answer.
+            // The live state: the NIC's port events (and on Ethernet the netdev's), not
+            // the probe-time answer.
             active: self.nic.port_active(),
             max_mtu: p.max_mtu,
             active_mtu: p.active_mtu,
@@ -127,6 +181,32 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
     fn query_pkey(&self, _port: u32, _index: u16) -> Result<u16> {
         // The default PKey, full membership.
         Ok(0xffff)
+    }
+
+    fn add_gid(&self, port: u32, index: u32, gid: &[u8; 16]) -> Result {
+        self.nic.set_gid(port, index, gid, hw::GID_TYPE_ROCE_V2)
+    }
+
+    fn del_gid(&self, port: u32, index: u32) -> Result {
+        self.nic.set_gid(port, index, &[0; 16], hw::GID_TYPE_NONE)
+    }
+
+    fn netdev_changed(&self, port: u32, up: bool) {
+        let changed = self.nic.set_port_netdev(up);
+        let (netdev, state) = (
+            if up { "up" } else { "down or gone" },
+            if self.nic.port_active() {
+                "ACTIVE"
+            } else {
+                "DOWN"
+            },
+        );
+        if changed {
+            dev_info!(
+                self.nic.pdev,
+                "port {port}: its netdev is {netdev}: port {state}\n"
+            );
+        }
     }
 
     fn alloc_ucontext<'a>(
@@ -247,7 +327,7 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
         _pd: &'a Pd<'bound>,
         init: &'a ib::AhInit,
     ) -> impl PinInit<Ah, Error> + 'a {
-        Ah::new(init, caller.udata())
+        Ah::new(init, &self.port.shape(), caller.udata())
     }
 }
 

@@ -28,7 +28,8 @@ pub(crate) struct AhInit {
 }
 
 impl AhInit {
-    /// `None` for an address that is not of the IB type (RoCE, OPA) or missing.
+    /// `None` for an address that is neither of the IB type nor of the RoCE one (OPA), or
+    /// missing.
     ///
     /// # Safety
     ///

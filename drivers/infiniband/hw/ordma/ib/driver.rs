@@ -44,15 +44,39 @@ pub(crate) enum PortProtocol {
     /// InfiniBand without MAD support (`RDMA_CORE_CAP_PROT_IB` alone, no MADs): no QP0 or
     /// QP1, so ib_core's MAD layer, SMI and CM leave the port alone.
     IbNoMad,
+    /// RoCEv2 on an Ethernet port whose MAC is `mac` (`RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP`
+    /// and `RDMA_CORE_CAP_ETH_AH`: addresses carry a destination MAC that ib_core
+    /// resolves), without MADs (no QP1: ib_core's MAD layer and CM leave the port alone,
+    /// as on [`PortProtocol::IbNoMad`]). The binding pairs the port with the netdev of that
+    /// permanent MAC (`ib_device_set_netdev`, a netdevice notifier, [`Driver::netdev_changed`]),
+    /// ib_core keeps its GID table from that netdev's IP addresses ([`Driver::add_gid`],
+    /// [`Driver::del_gid`]; [`Driver::query_gid`] is not asked), and its link layer is
+    /// Ethernet.
+    RoceV2NoMad {
+        /// The port's MAC: the paired netdev's permanent address.
+        mac: [u8; 6],
+    },
+}
+
+impl PortProtocol {
+    /// The MAC of an Ethernet port, `None` for an InfiniBand one.
+    pub(crate) fn mac(&self) -> Option<&[u8; 6]> {
+        match self {
+            Self::IbNoMad => None,
+            Self::RoceV2NoMad { mac } => Some(mac),
+        }
+    }
 }
 
 /// What ib_core must know of a port before it is used, fixed for the device's life
-/// (`get_port_immutable`), and the sizes of its tables.
+/// (`get_port_immutable`, `get_link_layer`), and the sizes of its tables; decided by the
+/// driver before it registers the device ([`Driver::ports`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PortDesc {
     /// The port's protocol.
     pub(crate) protocol: PortProtocol,
-    /// Entries in the GID table ([`Driver::query_gid`] answers each index below).
+    /// Entries in the GID table ([`Driver::query_gid`] answers each index below on
+    /// InfiniBand; on RoCE ib_core fills them through [`Driver::add_gid`]).
     pub(crate) gid_tbl_len: u16,
     /// Entries in the PKey table ([`Driver::query_pkey`] answers each index below).
     pub(crate) pkey_tbl_len: u16,
@@ -223,9 +247,6 @@ pub(crate) trait Driver: Sync + Sized {
     const NODE_TYPE: NodeType;
     /// Completion vectors (`ib_device.num_comp_vectors`, at least 1).
     const NUM_COMP_VECTORS: u32;
-    /// The ports, in order: port `n` (1-based, as ib_core numbers them) is `PORTS[n - 1]`.
-    /// At least one.
-    const PORTS: &'static [PortDesc];
 
     /// The driver's part of a user context.
     type Ucontext: Send + Sync;
@@ -245,14 +266,40 @@ pub(crate) trait Driver: Sync + Sized {
     /// The driver's part of an address handle.
     type Ah: Send + Sync;
 
+    /// The ports, in order: port `n` (1-based, as ib_core numbers them) is `ports()[n - 1]`.
+    /// From 1 to 255 of them, the same for the device's whole life (read when it
+    /// registers, and by every port verb).
+    fn ports(&self) -> &[PortDesc];
     /// Device attributes (`query_device`).
     fn query_device(&self) -> Result<DeviceAttr>;
-    /// Attributes of `port` (1-based, checked against [`Driver::PORTS`]).
+    /// Attributes of `port` (1-based, checked against [`Driver::ports`]). On RoCE, `active`
+    /// is the driver's whole answer: its own link and the netdev's state as
+    /// [`Driver::netdev_changed`] last told it.
     fn query_port(&self, port: u32) -> Result<PortAttr>;
-    /// Entry `index` of `port`'s GID table (both checked against [`Driver::PORTS`]).
+    /// Entry `index` of an InfiniBand `port`'s GID table (both checked against
+    /// [`Driver::ports`]; never asked for a RoCE port, whose table is ib_core's).
     fn query_gid(&self, port: u32, index: u16) -> Result<[u8; 16]>;
-    /// Entry `index` of `port`'s PKey table (both checked against [`Driver::PORTS`]).
+    /// Entry `index` of `port`'s PKey table (both checked against [`Driver::ports`]).
     fn query_pkey(&self, port: u32, index: u16) -> Result<u16>;
+    /// ib_core set entry `index` of RoCE `port`'s GID table (both checked against
+    /// [`Driver::ports`]) to the RoCEv2 GID `gid` (an IPv4 address as `::ffff:a.b.c.d`).
+    /// May sleep. Needed for a RoCE port.
+    fn add_gid(&self, _port: u32, _index: u32, _gid: &[u8; 16]) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+    /// ib_core cleared entry `index` of RoCE `port`'s GID table. May sleep; ib_core
+    /// ignores an error. Needed for a RoCE port.
+    fn del_gid(&self, _port: u32, _index: u32) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+    /// RoCE `port`'s netdev changed: `up` if the port has a paired netdev that is running
+    /// with its carrier on, `false` if it went down, lost its carrier, or is gone
+    /// (unregistered). Called under RTNL, in process context, on each change of the
+    /// paired netdev (and when one is paired); the driver's port state is its own link
+    /// and this, and it dispatches the port events. Needed for a RoCE port.
+    fn netdev_changed(&self, _port: u32, _up: bool) {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
     /// A new user context; `udata` holds the provider's request and takes the response.
     /// (Only processes have contexts.)
     fn alloc_ucontext<'a>(
@@ -400,14 +447,29 @@ impl PortDesc {
                 imm.core_cap_flags = super::bindings::RDMA_CORE_CAP_PROT_IB;
                 imm.max_mad_size = 0;
             }
+            PortProtocol::RoceV2NoMad { .. } => {
+                imm.core_cap_flags = super::bindings::RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP
+                    | super::bindings::RDMA_CORE_CAP_ETH_AH;
+                imm.max_mad_size = 0;
+            }
+        }
+    }
+
+    /// The port's `enum rdma_link_layer`.
+    pub(super) fn link_layer(&self) -> super::bindings::rdma_link_layer {
+        match self.protocol {
+            PortProtocol::IbNoMad => super::bindings::rdma_link_layer_IB_LINK_LAYER_INFINIBAND,
+            PortProtocol::RoceV2NoMad { .. } => {
+                super::bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET
+            }
         }
     }
 }
 
-/// The description of `port` (1-based) of driver `T`, `None` if it has no such port.
-pub(super) fn port_desc<T: Driver>(port: u32) -> Option<&'static PortDesc> {
+/// The description of `port` (1-based) of device `d`, `None` if it has no such port.
+pub(super) fn port_desc<T: Driver>(d: &T, port: u32) -> Option<&PortDesc> {
     let i = usize::try_from(port.checked_sub(1)?).ok()?;
-    T::PORTS.get(i)
+    d.ports().get(i)
 }
 
 impl NodeType {

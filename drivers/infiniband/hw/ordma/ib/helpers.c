@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /* C helpers for the Rust ib/ layer; see helpers.h. */
+#include <linux/etherdevice.h>
 #include <linux/mm.h>
+#include <linux/netdevice.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/iter.h>
@@ -102,6 +104,10 @@ const size_t rust_ib_helper_layout[] = {
 	OFF(rdma_ah_attr, ah_flags), OFF(rdma_ah_attr, type),
 	OFF(ib_global_route, dgid), OFF(ib_global_route, flow_label),
 	OFF(ib_global_route, traffic_class),
+	OFF(rdma_ah_attr, roce.dmac),
+	SZ(ib_gid_attr), OFF(ib_gid_attr, device), OFF(ib_gid_attr, gid),
+	OFF(ib_gid_attr, gid_type), OFF(ib_gid_attr, index), OFF(ib_gid_attr, port_num),
+	SZ(notifier_block), OFF(notifier_block, notifier_call),
 };
 const size_t rust_ib_helper_layout_len = ARRAY_SIZE(rust_ib_helper_layout);
 
@@ -186,4 +192,25 @@ bool rust_ib_helper_umem_block_iter_next(struct ib_block_iter *biter)
 u64 rust_ib_helper_block_iter_dma_address(struct ib_block_iter *biter)
 {
 	return rdma_block_iter_dma_address(biter);
+}
+
+struct net_device *rust_ib_helper_netdev_notifier_info_to_dev(void *ptr)
+{
+	return netdev_notifier_info_to_dev(ptr);
+}
+
+bool rust_ib_helper_netdev_has_perm_addr(const struct net_device *ndev, const u8 *mac)
+{
+	return ndev->type == ARPHRD_ETHER && ndev->addr_len == ETH_ALEN &&
+	       ether_addr_equal_unaligned(ndev->perm_addr, mac);
+}
+
+bool rust_ib_helper_netdev_up(const struct net_device *ndev)
+{
+	return netif_running(ndev) && netif_carrier_ok(ndev);
+}
+
+void rust_ib_helper_dev_put(struct net_device *ndev)
+{
+	dev_put(ndev);
 }

@@ -68,4 +68,17 @@ void rust_ib_helper_umem_block_iter_start(struct ib_block_iter *biter, struct ib
 bool rust_ib_helper_umem_block_iter_next(struct ib_block_iter *biter);
 u64 rust_ib_helper_block_iter_dma_address(struct ib_block_iter *biter);
 
+/* The netdev of a netdevice notifier's event (netdev_notifier_info_to_dev()). */
+struct net_device;
+struct net_device *rust_ib_helper_netdev_notifier_info_to_dev(void *ptr);
+
+/* Whether ndev is an Ethernet netdev whose permanent address is the 6 bytes at mac. */
+bool rust_ib_helper_netdev_has_perm_addr(const struct net_device *ndev, const u8 *mac);
+
+/* Whether ndev is running with its carrier on (ib_get_curr_port_state()'s ACTIVE). */
+bool rust_ib_helper_netdev_up(const struct net_device *ndev);
+
+/* dev_put() (a static inline; NULL is fine). */
+void rust_ib_helper_dev_put(struct net_device *ndev);
+
 #endif

@@ -142,15 +142,15 @@ impl QpAttrMask {
     }
 }
 
-/// The IB address vector of a QP's path (the part of `struct rdma_ah_attr` an IB port
-/// uses).
+/// The address vector of a QP's path or an AH (the part of `struct rdma_ah_attr` an
+/// InfiniBand or a RoCE port uses).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct AhAttr {
-    /// Destination LID.
+    /// Destination LID (InfiniBand; 0 for RoCE).
     pub(crate) dlid: u16,
     /// Service level.
     pub(crate) sl: u8,
-    /// Source path bits.
+    /// Source path bits (InfiniBand; 0 for RoCE).
     pub(crate) src_path_bits: u8,
     /// `enum ib_rate`.
     pub(crate) static_rate: u8,
@@ -158,6 +158,9 @@ pub(crate) struct AhAttr {
     pub(crate) port_num: u32,
     /// The global route, with `IB_AH_GRH`.
     pub(crate) grh: Option<Grh>,
+    /// A RoCE address (`RDMA_AH_ATTR_TYPE_ROCE`): the destination MAC, as ib_core resolved
+    /// it; `None` for an InfiniBand one.
+    pub(crate) dmac: Option<[u8; 6]>,
 }
 
 /// A global route header's fields.
@@ -176,13 +179,19 @@ pub(crate) struct Grh {
 }
 
 impl AhAttr {
-    /// `None` for an address vector that is not of the IB type (RoCE, OPA).
+    /// `None` for an address vector that is neither of the IB type nor of the RoCE one
+    /// (OPA, unset).
     pub(super) fn from_raw(a: &b::rdma_ah_attr) -> Option<Self> {
-        if a.type_ != b::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_IB {
-            return None;
-        }
-        // SAFETY: the type says the `ib` member of the union is the one in use.
-        let ib = unsafe { a.__bindgen_anon_1.ib };
+        let (ib, dmac) = match a.type_ {
+            // SAFETY: the type says the `ib` member of the union is the one in use.
+            b::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_IB => (unsafe { a.__bindgen_anon_1.ib }, None),
+            b::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE => (
+                b::ib_ah_attr::default(),
+                // SAFETY: the type says the `roce` member of the union is the one in use.
+                Some(unsafe { a.__bindgen_anon_1.roce.dmac }),
+            ),
+            _ => return None,
+        };
         let grh = (u32::from(a.ah_flags) & b::ib_ah_flags_IB_AH_GRH != 0).then_some(Grh {
             // SAFETY: every bit pattern of the union's 16 bytes is a valid `raw` array.
             dgid: unsafe { a.grh.dgid.raw },
@@ -198,15 +207,24 @@ impl AhAttr {
             static_rate: a.static_rate,
             port_num: a.port_num,
             grh,
+            dmac,
         })
     }
 
     fn fill(&self, a: &mut b::rdma_ah_attr) {
-        a.type_ = b::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_IB;
-        a.__bindgen_anon_1.ib = b::ib_ah_attr {
-            dlid: self.dlid,
-            src_path_bits: self.src_path_bits,
-        };
+        match self.dmac {
+            None => {
+                a.type_ = b::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_IB;
+                a.__bindgen_anon_1.ib = b::ib_ah_attr {
+                    dlid: self.dlid,
+                    src_path_bits: self.src_path_bits,
+                };
+            }
+            Some(dmac) => {
+                a.type_ = b::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE;
+                a.__bindgen_anon_1.roce = b::roce_ah_attr { dmac };
+            }
+        }
         a.sl = self.sl;
         a.static_rate = self.static_rate;
         a.port_num = self.port_num;
@@ -275,7 +293,7 @@ impl QpAttr {
     ///
     /// # Errors
     ///
-    /// `EINVAL` for an address vector (in `mask`) that is not an IB one, or an enum value
+    /// `EINVAL` for an address vector (in `mask`) that is neither IB nor RoCE, or an enum value
     /// out of range.
     pub(super) fn from_raw(a: &b::ib_qp_attr, mask: QpAttrMask) -> Result<Self> {
         let ah = if mask.has(QpAttrMask::AV) {

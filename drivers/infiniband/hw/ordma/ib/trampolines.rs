@@ -78,12 +78,12 @@ unsafe extern "C" fn query_port<T: Driver>(
     port: u32,
     attr: *mut b::ib_port_attr,
 ) -> i32 {
-    let Some(desc) = port_desc::<T>(port) else {
-        return EINVAL.to_errno();
-    };
     // SAFETY: `ib` is one of `T`'s devices (every device with these ops is), live for the
     // call; ib_core hands `attr` zeroed and exclusively ours for the call.
     let (d, attr) = unsafe { (data::<T>(ib), &mut *attr) };
+    let Some(desc) = port_desc(d, port) else {
+        return EINVAL.to_errno();
+    };
     ret(d.query_port(port).map(|p| p.fill(desc, attr)))
 }
 
@@ -91,16 +91,32 @@ unsafe extern "C" fn query_port<T: Driver>(
 ///
 /// See `query_device`; `imm` is valid.
 unsafe extern "C" fn get_port_immutable<T: Driver>(
-    _ib: *mut b::ib_device,
+    ib: *mut b::ib_device,
     port: u32,
     imm: *mut b::ib_port_immutable,
 ) -> i32 {
-    let Some(desc) = port_desc::<T>(port) else {
+    // SAFETY: `ib` is one of `T`'s devices, live for the call.
+    let Some(desc) = port_desc(unsafe { data::<T>(ib) }, port) else {
         return EINVAL.to_errno();
     };
     // SAFETY: ib_core hands a valid `ib_port_immutable`, exclusively ours for the call.
     desc.fill(unsafe { &mut *imm });
     0
+}
+
+/// # Safety
+///
+/// See `query_device`.
+unsafe extern "C" fn get_link_layer<T: Driver>(
+    ib: *mut b::ib_device,
+    port: u32,
+) -> b::rdma_link_layer {
+    // SAFETY: `ib` is one of `T`'s devices, live for the call.
+    match port_desc(unsafe { data::<T>(ib) }, port) {
+        Some(desc) => desc.link_layer(),
+        // ib_core asks only for its ports; its own default for an IB node.
+        None => b::rdma_link_layer_IB_LINK_LAYER_INFINIBAND,
+    }
 }
 
 /// # Safety
@@ -112,14 +128,19 @@ unsafe extern "C" fn query_gid<T: Driver>(
     index: i32,
     gid: *mut b::ib_gid,
 ) -> i32 {
-    let Some(desc) = port_desc::<T>(port) else {
+    // SAFETY: `ib` is one of `T`'s devices, live for the call.
+    let d = unsafe { data::<T>(ib) };
+    let Some(desc) = port_desc(d, port) else {
         return EINVAL.to_errno();
     };
+    // A RoCE port's table is ib_core's (it never asks).
+    if desc.protocol.mac().is_some() {
+        return EINVAL.to_errno();
+    }
     let Some(index) = u16::try_from(index).ok().filter(|&i| i < desc.gid_tbl_len) else {
         return EINVAL.to_errno();
     };
-    // SAFETY: `ib` is one of `T`'s devices, live for the call.
-    match unsafe { data::<T>(ib) }.query_gid(port, index) {
+    match d.query_gid(port, index) {
         Ok(raw) => {
             // SAFETY: ib_core hands a valid `ib_gid` to fill; `raw` is its 16-byte view.
             unsafe { (*gid).raw = raw };
@@ -138,11 +159,12 @@ unsafe extern "C" fn query_pkey<T: Driver>(
     index: u16,
     pkey: *mut u16,
 ) -> i32 {
-    if port_desc::<T>(port).is_none_or(|desc| index >= desc.pkey_tbl_len) {
+    // SAFETY: `ib` is one of `T`'s devices, live for the call.
+    let d = unsafe { data::<T>(ib) };
+    if port_desc(d, port).is_none_or(|desc| index >= desc.pkey_tbl_len) {
         return EINVAL.to_errno();
     }
-    // SAFETY: `ib` is one of `T`'s devices, live for the call.
-    match unsafe { data::<T>(ib) }.query_pkey(port, index) {
+    match d.query_pkey(port, index) {
         Ok(v) => {
             // SAFETY: ib_core hands a valid `u16` to fill.
             unsafe { *pkey = v };
@@ -150,6 +172,74 @@ unsafe extern "C" fn query_pkey<T: Driver>(
         }
         Err(e) => e.to_errno(),
     }
+}
+
+/// The device, port and index of a RoCE GID table entry ib_core hands a driver, checked
+/// against the device's ports.
+///
+/// # Safety
+///
+/// `attr` is valid for the call, its `device` one of `T`'s devices.
+unsafe fn gid_entry<'a, T: Driver>(attr: *const b::ib_gid_attr) -> Option<(&'a T, u32, u32)> {
+    // SAFETY: valid for the call (caller), its device one of `T`'s, live for the call.
+    let (d, port, index) = unsafe { (data::<T>((*attr).device), (*attr).port_num, (*attr).index) };
+    let desc = port_desc(d, port)?;
+    (desc.protocol.mac().is_some() && u32::from(index) < u32::from(desc.gid_tbl_len)).then_some((
+        d,
+        port,
+        u32::from(index),
+    ))
+}
+
+/// # Safety
+///
+/// See `query_device`; `attr` is the new entry, valid for the call (ib_core holds its
+/// table's lock: the call may sleep).
+unsafe extern "C" fn add_gid<T: Driver>(
+    attr: *const b::ib_gid_attr,
+    _context: *mut *mut ffi::c_void,
+) -> i32 {
+    // SAFETY: as the function's contract says.
+    let Some((d, port, index)) = (unsafe { gid_entry::<T>(attr) }) else {
+        return EINVAL.to_errno();
+    };
+    // SAFETY: `attr` is valid for the call; the GID is plain bytes.
+    let (gid, gid_type) = unsafe { ((*attr).gid.raw, (*attr).gid_type) };
+    // The port claims RoCEv2 only (`RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP`): ib_core makes no
+    // other type of entry.
+    if gid_type != b::ib_gid_type_IB_GID_TYPE_ROCE_UDP_ENCAP {
+        return EINVAL.to_errno();
+    }
+    ret(d.add_gid(port, index, &gid))
+}
+
+/// # Safety
+///
+/// See `add_gid`; `attr` is the entry being removed.
+unsafe extern "C" fn del_gid<T: Driver>(
+    attr: *const b::ib_gid_attr,
+    _context: *mut *mut ffi::c_void,
+) -> i32 {
+    // SAFETY: as the function's contract says.
+    let Some((d, port, index)) = (unsafe { gid_entry::<T>(attr) }) else {
+        return EINVAL.to_errno();
+    };
+    ret(d.del_gid(port, index))
+}
+
+/// ib_core's own netdevice notifier calls this for a netdev event of a paired netdev,
+/// instead of dispatching a port event from the netdev's state alone: the binding's
+/// notifier ([`super::netdev`]) tells the driver ([`Driver::netdev_changed`]), which
+/// dispatches from its link and the netdev's together.
+///
+/// # Safety
+///
+/// See `query_device`.
+unsafe extern "C" fn report_port_event(
+    _ib: *mut b::ib_device,
+    _ndev: *mut b::net_device,
+    _event: ffi::c_ulong,
+) {
 }
 
 /// # Safety
@@ -363,6 +453,11 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         owner: <T::Module as ModuleMetadata>::THIS_MODULE.as_ptr().cast(),
         driver_id: b::rdma_driver_id_RDMA_DRIVER_UNKNOWN,
         uverbs_abi_ver: T::UVERBS_ABI_VERSION,
+        add_gid: if T::HAS_ADD_GID {
+            Some(add_gid::<T>)
+        } else {
+            None
+        },
         alloc_pd: Some(alloc_pd::<T>),
         alloc_ucontext: Some(alloc_ucontext::<T>),
         create_ah: Some(ah::create_ah::<T>),
@@ -372,6 +467,11 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         create_user_ah: Some(ah::create_ah::<T>),
         dealloc_pd: Some(dealloc_pd::<T>),
         dealloc_ucontext: Some(dealloc_ucontext::<T>),
+        del_gid: if T::HAS_DEL_GID {
+            Some(del_gid::<T>)
+        } else {
+            None
+        },
         dereg_mr: Some(mr::dereg_mr::<T>),
         destroy_ah: Some(ah::destroy_ah::<T>),
         destroy_cq: Some(queues::destroy_cq::<T>),
@@ -384,6 +484,7 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         },
         get_dev_fw_str: Some(get_dev_fw_str::<T>),
         get_dma_mr: Some(mr::get_dma_mr),
+        get_link_layer: Some(get_link_layer::<T>),
         get_port_immutable: Some(get_port_immutable::<T>),
         mmap: Some(mmap::<T>),
         mmap_free: Some(mmap_free::<T>),
@@ -400,6 +501,11 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         query_qp: Some(queues::query_qp::<T>),
         query_srq: Some(srq::query_srq::<T>),
         reg_user_mr: Some(mr::reg_user_mr::<T>),
+        report_port_event: if T::HAS_NETDEV_CHANGED {
+            Some(report_port_event)
+        } else {
+            None
+        },
         reg_user_mr_dmabuf: Some(mr::reg_user_mr_dmabuf::<T>),
         req_notify_cq: Some(queues::req_notify_cq),
         size_ib_ah: const { object_size::<IbAh<T>>() },
