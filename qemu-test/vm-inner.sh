@@ -23,11 +23,13 @@ BOOT_HANG=
 # The boot watchdog (below): how long the guest has to reach its init's mounts.
 BOOT_LIMIT=
 LINK_LAYER=infiniband
+CAPTURE=
 declare -A EXTRA=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--nics) NICS=$2; shift 2 ;;
 	--link-layer) LINK_LAYER=$2; shift 2 ;;
+	--capture) CAPTURE=1; shift ;;
 	--vms) VMS=$2; shift 2 ;;
 	--segment-args) SEGMENT_ARGS=$2; shift 2 ;;
 	--module) MODULE=$2; shift 2 ;;
@@ -129,6 +131,7 @@ guest() {
 			ETH_ARGS+=(-netdev "{\"type\":\"dgram\",\"id\":\"eth$j\",\"local\":{\"type\":\"unix\",\"path\":\"/tmp/vm$i-nic$j.qeth\"},\"remote\":{\"type\":\"unix\",\"path\":\"/tmp/vm$i-nic$j.eth\"}}"
 				-device "{\"driver\":\"virtio-net-pci\",\"netdev\":\"eth$j\",\"mac\":\"$mac\",\"romfile\":\"\"}")
 		fi
+		[ -z "$CAPTURE" ] || extra=(--pcap "$R/nic$j.pcap" "${extra[@]}")
 		"$MODEL" --socket "$sock" --index "$n" --log "$R/nic$j.log" --log-level "${ORDMA_MODEL_LOG:-info}" \
 			--control "/tmp/vm$i-nic$j.ctl" --wire /tmp/wire "${extra[@]}" --ready-fd 3 3>"/tmp/vm$i-nic$j.ready" &
 		children+=("$!")

@@ -11,11 +11,7 @@
 #   ibv_ud_pingpong (UD: the GRH area filled by the NIC); perftest's ib_write_bw,
 #   ib_read_bw, ib_send_bw, ib_atomic_bw (-x GID index); afterwards neither NIC holds a
 #   PD, MR, CQ or QP, and neither refused a frame;
-# - interop with the kernel's own RoCEv2, soft-RoCE: vm1 unloads ordma (its NIC's GID table
-#   empties, so the NIC hands every frame to the netdev) and runs rdma_rxe on the same
-#   netdev; vm0's ordma0 and vm1's rxe0 run ibv_rc_pingpong -g (SEND, bytes checked),
-#   ib_write_bw and ib_read_bw both ways: ordma's frames (ICRC, UDP, IP) are what
-#   soft-RoCE accepts, and soft-RoCE's what ordma accepts (bad_frames=0 on vm0's NIC).
+# Interop with soft-RoCE: roce-rxe.sh.
 # nics: 1
 # run-args: --vms 2
 # run-args: --link-layer ethernet
@@ -86,38 +82,4 @@ echo "ok: ib_write_bw, ib_read_bw, ib_send_bw, ib_atomic_bw -x between vm0's and
 [ "$(objects)" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "vm$ORDMA_VM's NIC still holds $(objects)"
 s=$(nic_ctl 0 status)
 [[ $s == *" bad_frames=0"* ]] || fail "vm$ORDMA_VM's NIC refused frames: $s"
-vm_flag "ordma-done-vm$ORDMA_VM"
-vm_wait_flag "ordma-done-vm$((1 - ORDMA_VM))" 300 || fail "the other guest did not finish its ordma part"
-
-# 3. ordma (vm0) and soft-RoCE (vm1) on the same wire.
-if [ "$ORDMA_VM" = 1 ]; then
-	rmmod ordma
-	for _ in $(seq 100); do [ "$(nic_ctl 0 status | grep -o ' gids=[0-9]*')" = " gids=0" ] && break; sleep 0.1; done
-	[ "$(nic_ctl 0 status | grep -o ' gids=[0-9]*')" = " gids=0" ] || fail "the NIC kept GIDs after rmmod: $(nic_ctl 0 status)"
-	modprobe rdma_rxe
-	rdma link add rxe0 type rxe netdev "$nd"
-	dev=rxe0
-else
-	dev=ordma0
-fi
-g=$(gid_index "$dev" "$me")
-echo "vm$ORDMA_VM: $dev's GID index $g is $me"
-vm_pair rxe-rc 18520 ibv_rc_pingpong -d "$dev" -g "$g" -s 4096 -n 200 -c
-grep -q '^1638400 bytes' /tmp/rxe-rc.out || fail "ibv_rc_pingpong ordma0/rxe0 did not move 200 x 4096 bytes each way"
-echo "ok: ibv_rc_pingpong -g between vm0's ordma0 and vm1's soft-RoCE rxe0, --chk"
-port=18620
-for t in ib_write_bw ib_read_bw; do
-	vm_pair "rxe-$t" $port $t -d "$dev" -x "$g" -F -n 200 -s 65536
-	[ "$ORDMA_VM" = 0 ] || grep -Eq '^ *65536 +200 ' "/tmp/rxe-$t.out" || fail "$t ordma0/rxe0: no result line"
-	port=$((port + 1))
-done
-echo "ok: ib_write_bw, ib_read_bw between vm0's ordma0 and vm1's rxe0"
-if [ "$ORDMA_VM" = 0 ]; then
-	s=$(nic_ctl 0 status)
-	[[ $s == *" bad_frames=0"* ]] || fail "ordma0 refused frames from soft-RoCE: $s"
-	[ "$(objects)" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "the NIC still holds $(objects)"
-else
-	rdma link delete rxe0
-	insmod /ordma/payload/ordma.ko
-fi
 echo "PASS: roce-vms (vm$ORDMA_VM)"

@@ -11,6 +11,7 @@ pub mod control;
 pub mod device;
 pub mod engine;
 pub mod mem;
+pub mod pcap;
 pub mod pci;
 pub mod server;
 pub mod wire;

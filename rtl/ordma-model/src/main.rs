@@ -88,6 +88,9 @@ struct Args {
     /// With --netdev: the netdev's socket (QEMU's local.path)
     #[arg(long, value_name = "PATH", requires = "netdev")]
     netdev_peer: Option<PathBuf>,
+    /// With --wire: capture every frame the port sends and receives in FILE (pcap)
+    #[arg(long, value_name = "FILE", requires = "wire")]
+    pcap: Option<PathBuf>,
     /// Co-simulation: every DMA through the RTL DMA channel mux and every frame's ICRC
     /// from the RTL ICRC unit (rtl/hdl, Verilated; needs a model built with the `rtl`
     /// feature, as `make` builds it)
@@ -361,7 +364,11 @@ fn main() -> ExitCode {
     if let Some(dir) = &args.wire {
         let mac = dev.lock().nic.mac();
         let netdev = args.netdev.as_deref().zip(args.netdev_peer.as_deref());
-        if let Err(e) = ordma_model::wire::attach(&dev, dir, mac, netdev) {
+        let extras = ordma_model::wire::Extras {
+            netdev,
+            pcap: args.pcap.as_deref(),
+        };
+        if let Err(e) = ordma_model::wire::attach(&dev, dir, mac, extras) {
             error!(%e, dir = %dir.display(), "cannot attach to the wire");
             eprintln!(
                 "ordma-model: cannot attach to the wire in {}: {e}",

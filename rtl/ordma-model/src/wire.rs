@@ -40,7 +40,8 @@ use std::time::Duration;
 use tracing::{debug, warn};
 
 use crate::device::Device;
-use crate::engine::wire::{Batch, Wire, MAX_BATCH, MAX_FRAME};
+use crate::engine::wire::{self, Batch, Wire, MAX_BATCH, MAX_FRAME};
+use crate::pcap::Pcap;
 
 /// Datagrams held between the reader and the worker; more are dropped.
 const QUEUE: usize = 256;
@@ -173,6 +174,7 @@ pub struct SocketWire {
     own: PathBuf,
     peers: Mutex<HashMap<[u8; 6], Peer>>,
     sndbuf: usize,
+    pcap: Option<Arc<Pcap>>,
 }
 
 impl SocketWire {
@@ -191,6 +193,7 @@ impl SocketWire {
                 own: path,
                 peers: Mutex::default(),
                 sndbuf: SNDBUF,
+                pcap: None,
             },
             sock,
         ))
@@ -200,6 +203,11 @@ impl SocketWire {
     /// tests: a buffer too small for a whole batch).
     pub fn set_send_buffer(&mut self, bytes: usize) {
         self.sndbuf = bytes;
+    }
+
+    /// Records every frame sent from now on in `pcap`.
+    pub fn set_capture(&mut self, pcap: Arc<Pcap>) {
+        self.pcap = Some(pcap);
     }
 
     /// Sends group frame `frame` to every other socket in the directory, now.
@@ -222,6 +230,9 @@ impl SocketWire {
     /// Sends `frame` to `dmac` now, after the frames held for it (the host's frames: they
     /// do not wait for an action of the NIC to end).
     pub fn send_now(&self, dmac: [u8; 6], frame: &[u8]) {
+        if let Some(p) = &self.pcap {
+            p.frame(frame);
+        }
         if is_group(dmac) {
             return self.broadcast(frame);
         }
@@ -257,6 +268,9 @@ fn bind_fresh(path: &Path) -> std::io::Result<UnixDatagram> {
 
 impl Wire for SocketWire {
     fn send(&self, dmac: [u8; 6], frame: &[u8]) {
+        if let Some(p) = &self.pcap {
+            p.frame(frame);
+        }
         if is_group(dmac) {
             return self.broadcast(frame);
         }
@@ -310,22 +324,38 @@ impl Netdev {
     }
 }
 
+/// What a port has besides its socket on the wire.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Extras<'a> {
+    /// This NIC's socket for its netdev, and the netdev's own socket: the host's frames
+    /// are exchanged with it ([`attach_netdev`]).
+    pub netdev: Option<(&'a Path, &'a Path)>,
+    /// A capture of every frame the port sends and receives ([`Pcap`]).
+    pub pcap: Option<&'a Path>,
+}
+
 /// Binds the socket of MAC `mac` in `dir` (replacing a stale one), connects `dev`'s NIC
 /// to the wire and starts the threads that take frames in; they end when the device is
-/// dropped (the worker) or the process ends (the reader). With `netdev` (this NIC's
-/// socket for its netdev, and the netdev's own socket), the host's frames are exchanged
-/// with it ([`attach_netdev`]).
+/// dropped (the worker) or the process ends (the reader).
 ///
 /// # Errors
 ///
-/// A socket could not be bound or the threads not started.
+/// A socket or the capture file could not be made, or the threads not started.
 pub fn attach(
     dev: &Arc<Device>,
     dir: &Path,
     mac: [u8; 6],
-    netdev: Option<(&Path, &Path)>,
+    extras: Extras<'_>,
 ) -> std::io::Result<()> {
-    let (wire, sock) = SocketWire::bind(dir, mac)?;
+    let (mut wire, sock) = SocketWire::bind(dir, mac)?;
+    let pcap = match extras.pcap {
+        Some(path) => Some(Arc::new(Pcap::create(path)?)),
+        None => None,
+    };
+    if let Some(p) = &pcap {
+        wire.set_capture(Arc::clone(p));
+    }
+    let netdev = extras.netdev;
     let wire = Arc::new(wire);
     dev.lock()
         .nic
@@ -339,7 +369,7 @@ pub fn attach(
     let weak = Arc::downgrade(dev);
     std::thread::Builder::new()
         .name("ordma-wire".into())
-        .spawn(move || work(&weak, &rx, host.as_ref()))?;
+        .spawn(move || work(&weak, &rx, host.as_ref(), pcap.as_deref()))?;
     Ok(())
 }
 
@@ -409,9 +439,22 @@ fn attach_netdev(wire: &Arc<SocketWire>, own: &Path, peer: &Path) -> std::io::Re
 /// Hands every datagram's frames to the NIC, under the lock (up to [`DRAIN`] datagrams
 /// that queued up per lock, each one's answers sent as it is done), until the device or
 /// the reader is gone.
-fn work(dev: &Weak<Device>, rx: &Receiver<Vec<u8>>, netdev: Option<&Netdev>) {
+fn work(
+    dev: &Weak<Device>,
+    rx: &Receiver<Vec<u8>>,
+    netdev: Option<&Netdev>,
+    pcap: Option<&Pcap>,
+) {
     let mut host: Vec<Vec<u8>> = Vec::new();
+    let capture = |d: &[u8]| {
+        if let Some(p) = pcap {
+            for f in wire::frames(d).flatten() {
+                p.frame(f);
+            }
+        }
+    };
     while let Ok(first) = rx.recv() {
+        capture(&first);
         let Some(dev) = dev.upgrade() else {
             return;
         };
@@ -420,6 +463,7 @@ fn work(dev: &Weak<Device>, rx: &Receiver<Vec<u8>>, netdev: Option<&Netdev>) {
             let h = l.nic.receive_datagram(&first, &*l.mem, l.irq);
             host.extend(h.into_iter().map(<[u8]>::to_vec));
             for d in rx.try_iter().take(DRAIN - 1) {
+                capture(&d);
                 l.nic.flush_wire();
                 let h = l.nic.receive_datagram(&d, &*l.mem, l.irq);
                 host.extend(h.into_iter().map(<[u8]>::to_vec));

@@ -772,7 +772,7 @@ pub fn on_socket_wire(r: &mut [Rig], dir: &Path) -> Vec<Arc<Device>> {
             let dev = Arc::new(Device::new(nic, GuestRam::new(x.mem.clone())));
             let lid = u16::try_from(i + 1).unwrap();
             let mac = ordma_model::engine::port::lid_mac(lid);
-            ordma_model::wire::attach(&dev, dir, mac, None).unwrap();
+            ordma_model::wire::attach(&dev, dir, mac, Default::default()).unwrap();
             Device::spawn_timers(&dev).unwrap();
             dev
         })
