@@ -12,6 +12,7 @@
 //! | `event KIND DATA [COUNT]` | posts COUNT (1..=64, default 1) events of any kind with `data` DATA, as the NIC would |
 //! | `doorbell-pages` | `ok PAGE=N ...`: each doorbell page written since the model started, with its count of 32-bit writes (accepted or not) |
 //! | `mr KEY` | `ok pdn=N access=N iova=0xN length=N npages=N page_shift=N levels=N`: the MR with key KEY as the NIC holds it (what `CMD_CREATE_MR` gave it); an error if there is none |
+//! | `wire loss\|duplicate\|reorder\|corrupt P`, `wire clear` | the port's link fails on request: from now on each unicast frame it sends is lost, duplicated, held back behind the frames sent after it in the same action, or has one bit flipped past its Ethernet header, with probability P (0 to 1); `clear` sets every P to 0. The counters are `status`' `wire_lost`, `wire_duplicated`, `wire_reordered`, `wire_corrupted` |
 //! | `status` | `ok link=up\|down enabled=0\|1 fatal=0\|1 error=N bme=0\|1 pds=N mrs=N cqs=N qps=N pds_created=N mrs_created=N cqs_created=N qps_created=N pds_destroyed=N mrs_destroyed=N cqs_destroyed=N qps_destroyed=N srqs=N srqs_created=N srqs_destroyed=N atomics=N atomics_replayed=N uc_dropped=N doorbells=N commands=N events=N events_unread=N admin_pending=N` and every anomaly counter |
 //!
 //! The listener runs on a thread of its own and acts on the shared [`Device`].
@@ -28,6 +29,7 @@ use ordma_hw as hw;
 use tracing::{info, warn};
 
 use crate::device::Device;
+use crate::engine::wire::Impairment;
 use crate::engine::Fault;
 
 /// The longest request line accepted, in bytes.
@@ -36,7 +38,7 @@ pub const MAX_REQUEST: u64 = 256;
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One parsed control request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Request {
     /// `link up` / `link down`.
     Link(bool),
@@ -57,6 +59,8 @@ pub enum Request {
     DoorbellPages,
     /// `mr KEY`.
     Mr(u32),
+    /// `wire KIND P`; `wire clear` is every kind at 0.
+    Wire(Option<Impairment>, f64),
     /// `status`.
     Status,
 }
@@ -106,10 +110,22 @@ pub fn parse(line: &str) -> Result<Request, String> {
             parse_u32(key).ok_or_else(|| format!("mr: bad key {key}"))?,
         )),
         ["mr", ..] => Err("usage: mr KEY".into()),
+        ["wire", "clear"] => Ok(Request::Wire(None, 0.0)),
+        ["wire", kind, p] => {
+            let kind = Impairment::from_name(kind)
+                .ok_or_else(|| format!("wire: {kind} is not loss, duplicate, reorder or corrupt"))?;
+            let p: f64 = p
+                .parse()
+                .ok()
+                .filter(|p| (0.0..=1.0).contains(p))
+                .ok_or_else(|| format!("wire: {p} is not a probability (0 to 1)"))?;
+            Ok(Request::Wire(Some(kind), p))
+        }
+        ["wire", ..] => Err("usage: wire loss|duplicate|reorder|corrupt P, wire clear".into()),
         ["status"] => Ok(Request::Status),
         [] => Err("empty request".into()),
         [w, ..] => Err(format!(
-            "unknown request {w} (link, fatal, inject, event, doorbell-pages, mr, status)"
+            "unknown request {w} (link, fatal, inject, event, doorbell-pages, mr, wire, status)"
         )),
     }
 }
@@ -171,9 +187,22 @@ pub fn execute(dev: &Device, req: Request) -> String {
             ),
             None => format!("error: no MR with key {key:#x}"),
         },
+        Request::Wire(kind, p) => {
+            let kinds = match kind {
+                Some(k) => vec![k],
+                None => Impairment::ALL.to_vec(),
+            };
+            for k in kinds {
+                if let Err(e) = l.nic.wire_impair(k, p) {
+                    return format!("error: {e}");
+                }
+            }
+            "ok".into()
+        }
         Request::Status => format!(
-            "ok {}{}",
+            "ok {}{}{}",
             l.nic.status_snapshot(),
+            l.nic.wire_impairments(),
             crate::engine::datapath::status()
         ),
     }
@@ -328,7 +357,22 @@ mod tests {
                 count: 64
             })
         );
+        assert_eq!(
+            parse("wire loss 0.01"),
+            Ok(Request::Wire(Some(Impairment::Loss), 0.01))
+        );
+        assert_eq!(
+            parse("wire reorder 1"),
+            Ok(Request::Wire(Some(Impairment::Reorder), 1.0))
+        );
+        assert_eq!(parse("wire clear"), Ok(Request::Wire(None, 0.0)));
         for bad in [
+            "wire",
+            "wire loss",
+            "wire loss 1.5",
+            "wire loss -0.1",
+            "wire loss NaN",
+            "wire drop 0.1",
             "event",
             "event 1",
             "event 256 0",

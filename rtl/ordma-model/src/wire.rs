@@ -40,7 +40,7 @@ use std::time::Duration;
 use tracing::{debug, warn};
 
 use crate::device::Device;
-use crate::engine::wire::{self, Batch, Wire, MAX_BATCH, MAX_FRAME};
+use crate::engine::wire::{self, Batch, Impairment, Wire, MAX_BATCH, MAX_FRAME};
 use crate::pcap::Pcap;
 
 /// Datagrams held between the reader and the worker; more are dropped.
@@ -76,6 +76,9 @@ struct Peer {
     sock: Option<UnixDatagram>,
     batch: Batch,
     limit: usize,
+    /// A frame held back to be reordered ([`Impairment::Reorder`]), and whether a frame
+    /// went out behind it.
+    held: Option<(Vec<u8>, bool)>,
 }
 
 impl Peer {
@@ -86,7 +89,16 @@ impl Peer {
 
     /// Sends the held frames as one datagram (as batches of [`SMALL_BATCH`] if the kernel
     /// refuses the batch's size) and empties the batch; a failure loses them.
-    fn flush(&mut self, dir: &Path, dmac: [u8; 6], sndbuf: usize) {
+    fn flush(&mut self, dir: &Path, dmac: [u8; 6], sndbuf: usize, faults: &Mutex<Faults>) {
+        if let Some((f, overtaken)) = self.held.take() {
+            if overtaken {
+                faults.lock().unwrap_or_else(PoisonError::into_inner).count(Impairment::Reorder);
+            }
+            if !self.fits(&f) {
+                self.flush(dir, dmac, sndbuf, faults);
+            }
+            self.batch.push(&f);
+        }
         if self.batch.is_empty() {
             return;
         }
@@ -175,6 +187,86 @@ pub struct SocketWire {
     peers: Mutex<HashMap<[u8; 6], Peer>>,
     sndbuf: usize,
     pcap: Option<Arc<Pcap>>,
+    faults: Mutex<Faults>,
+}
+
+/// The link's failures on request ([`Wire::impair`]): each kind's probability, what each
+/// did, and the generator that decides (xorshift64*, seeded from the port's MAC: a run
+/// repeats).
+#[derive(Debug)]
+struct Faults {
+    p: [f64; 4],
+    n: [u64; 4],
+    rng: u64,
+}
+
+/// What happens to one frame.
+#[derive(Clone, Copy, Debug, Default)]
+struct Fate {
+    lost: bool,
+    duplicated: bool,
+    held: bool,
+    /// Where one bit is flipped.
+    corrupt: Option<usize>,
+}
+
+impl Faults {
+    fn new(mac: [u8; 6]) -> Self {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for b in mac {
+            seed = (seed ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        Self {
+            p: [0.0; 4],
+            n: [0; 4],
+            rng: seed | 1,
+        }
+    }
+
+    fn next(&mut self) -> u64 {
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Whether an event of probability `p` happens.
+    fn happens(&mut self, p: f64) -> bool {
+        // CAST: 53 random bits as a fraction of 1.
+        p > 0.0 && ((self.next() >> 11) as f64) / ((1u64 << 53) as f64) < p
+    }
+
+    fn count(&mut self, kind: Impairment) {
+        if let Some(n) = self.n.get_mut(kind as usize) {
+            *n += 1;
+        }
+    }
+
+    /// The fate of a frame of `len` bytes (counted, but for reordering: counted when a
+    /// frame overtakes it).
+    fn fate(&mut self, len: usize) -> Fate {
+        let mut f = Fate::default();
+        if self.p == [0.0; 4] {
+            return f;
+        }
+        let [loss, dup, reorder, corrupt] = self.p;
+        if self.happens(loss) {
+            self.count(Impairment::Loss);
+            f.lost = true;
+            return f;
+        }
+        if self.happens(corrupt) && len > 14 {
+            self.count(Impairment::Corrupt);
+            // CAST: a frame's length fits 64 bits.
+            f.corrupt = Some(14 + (self.next() % (len as u64 - 14)) as usize);
+        }
+        if self.happens(dup) {
+            self.count(Impairment::Duplicate);
+            f.duplicated = true;
+        }
+        f.held = self.happens(reorder);
+        f
+    }
 }
 
 impl SocketWire {
@@ -194,6 +286,7 @@ impl SocketWire {
                 peers: Mutex::default(),
                 sndbuf: SNDBUF,
                 pcap: None,
+                faults: Mutex::new(Faults::new(mac)),
             },
             sock,
         ))
@@ -238,11 +331,47 @@ impl SocketWire {
         }
         let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
         let peer = peers.entry(dmac).or_insert_with(Peer::new);
-        if !peer.fits(frame) {
-            peer.flush(&self.dir, dmac, self.sndbuf);
+        self.transmit(peer, dmac, frame);
+        peer.flush(&self.dir, dmac, self.sndbuf, &self.faults);
+    }
+
+    /// Puts `frame` in `peer`'s batch as the link's failures decide (lost, corrupted,
+    /// twice, held back behind the next frames).
+    fn transmit(&self, peer: &mut Peer, dmac: [u8; 6], frame: &[u8]) {
+        let fate = self
+            .faults
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .fate(frame.len());
+        if fate.lost {
+            return;
         }
-        peer.batch.push(frame);
-        peer.flush(&self.dir, dmac, self.sndbuf);
+        let mut bad;
+        let frame = match fate.corrupt {
+            Some(at) => {
+                bad = frame.to_vec();
+                if let Some(b) = bad.get_mut(at) {
+                    *b ^= 0x10;
+                }
+                &bad[..]
+            }
+            None => frame,
+        };
+        if fate.held && peer.held.is_none() {
+            peer.held = Some((frame.to_vec(), false));
+            return;
+        }
+        for _ in 0..1 + usize::from(fate.duplicated) {
+            if !peer.fits(frame) {
+                peer.flush(&self.dir, dmac, self.sndbuf, &self.faults);
+            }
+            if !peer.batch.push(frame) {
+                debug!(?dmac, len = frame.len(), "frame too long for the wire: lost");
+            }
+        }
+        if let Some((_, overtaken)) = peer.held.as_mut() {
+            *overtaken = true;
+        }
     }
 }
 
@@ -252,6 +381,7 @@ impl Peer {
             sock: None,
             batch: Batch::default(),
             limit: MAX_BATCH,
+            held: None,
         }
     }
 }
@@ -276,23 +406,34 @@ impl Wire for SocketWire {
         }
         let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
         let peer = peers.entry(dmac).or_insert_with(Peer::new);
-        if !peer.fits(frame) {
-            peer.flush(&self.dir, dmac, self.sndbuf);
-        }
-        if !peer.batch.push(frame) {
-            debug!(
-                ?dmac,
-                len = frame.len(),
-                "frame too long for the wire: lost"
-            );
-        }
+        self.transmit(peer, dmac, frame);
     }
 
     fn flush(&self) {
         let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
         for (&dmac, peer) in peers.iter_mut() {
-            peer.flush(&self.dir, dmac, self.sndbuf);
+            peer.flush(&self.dir, dmac, self.sndbuf, &self.faults);
         }
+    }
+
+    fn impair(&self, kind: Impairment, p: f64) -> Result<(), String> {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(format!("{}: {p} is not a probability (0 to 1)", kind.name()));
+        }
+        let mut f = self.faults.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(x) = f.p.get_mut(kind as usize) {
+            *x = p;
+        }
+        Ok(())
+    }
+
+    fn impairments(&self) -> String {
+        let f = self.faults.lock().unwrap_or_else(PoisonError::into_inner);
+        let [lost, duplicated, reordered, corrupted] = f.n;
+        format!(
+            " wire_lost={lost} wire_duplicated={duplicated} wire_reordered={reordered} \
+             wire_corrupted={corrupted}"
+        )
     }
 }
 
@@ -306,6 +447,14 @@ impl Wire for Shared {
 
     fn flush(&self) {
         self.0.flush();
+    }
+
+    fn impair(&self, kind: Impairment, p: f64) -> Result<(), String> {
+        self.0.impair(kind, p)
+    }
+
+    fn impairments(&self) -> String {
+        self.0.impairments()
     }
 }
 

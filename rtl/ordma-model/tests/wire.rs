@@ -653,3 +653,63 @@ fn loopback_is_the_same_wire_lost_duplicated_reordered() {
     }
     assert!(*naks.lock().unwrap() > 0, "PSN sequence NAKs were sent");
 }
+
+/// The socket wire fails on request: each kind at probability 1 does what it says to
+/// every unicast frame, and counts it.
+#[test]
+fn the_socket_wire_fails_on_request() {
+    use ordma_model::engine::wire::{Impairment, Wire};
+    use ordma_model::wire::SocketWire;
+    let dir = std::env::temp_dir().join(format!("ordma-wire-faults-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, _) = SocketWire::bind(&dir, port::lid_mac(1)).unwrap();
+    let (_b, rx) = SocketWire::bind(&dir, port::lid_mac(2)).unwrap();
+    rx.set_nonblocking(true).unwrap();
+    let frame = |i: u8| {
+        let mut f = port::lid_mac(2).to_vec();
+        f.extend_from_slice(&[i; 50]);
+        f
+    };
+    // Sends frames 1, 2, 3 in one action; the frames that arrive.
+    let burst = || {
+        for i in 1..=3 {
+            a.send(port::lid_mac(2), &frame(i));
+        }
+        a.flush();
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; wire::MAX_BATCH];
+        while let Ok(n) = rx.recv(&mut buf) {
+            got.extend(wire::frames(&buf[..n]).map(|f| f.unwrap().to_vec()));
+        }
+        got
+    };
+    assert_eq!(burst(), [frame(1), frame(2), frame(3)]);
+    assert_eq!(
+        a.impairments(),
+        " wire_lost=0 wire_duplicated=0 wire_reordered=0 wire_corrupted=0"
+    );
+    a.impair(Impairment::Loss, 1.0).unwrap();
+    assert_eq!(burst(), Vec::<Vec<u8>>::new());
+    a.impair(Impairment::Loss, 0.0).unwrap();
+    a.impair(Impairment::Duplicate, 1.0).unwrap();
+    assert_eq!(burst(), [frame(1), frame(1), frame(2), frame(2), frame(3), frame(3)]);
+    a.impair(Impairment::Duplicate, 0.0).unwrap();
+    a.impair(Impairment::Reorder, 1.0).unwrap();
+    // 1 is held; 2 and 3 overtake it (each would be held, but one is at a time).
+    assert_eq!(burst(), [frame(2), frame(3), frame(1)]);
+    a.impair(Impairment::Reorder, 0.0).unwrap();
+    a.impair(Impairment::Corrupt, 1.0).unwrap();
+    let got = burst();
+    assert_eq!(got.len(), 3);
+    for (i, g) in got.iter().enumerate() {
+        let want = frame(i as u8 + 1);
+        let diff: u32 = g.iter().zip(&want).map(|(x, y)| (x ^ y).count_ones()).sum();
+        assert_eq!((diff, &g[..14], g.len()), (1, &want[..14], want.len()), "frame {i}");
+    }
+    assert_eq!(
+        a.impairments(),
+        " wire_lost=3 wire_duplicated=3 wire_reordered=1 wire_corrupted=3"
+    );
+    assert!(a.impair(Impairment::Loss, 1.5).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

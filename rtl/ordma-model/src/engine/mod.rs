@@ -454,8 +454,25 @@ impl Nic {
         }
     }
 
+    /// Makes the wire fail on request ([`wire::Wire::impair`]).
+    ///
+    /// # Errors
+    ///
+    /// No wire, or one that cannot fail.
+    pub fn wire_impair(&self, kind: wire::Impairment, p: f64) -> Result<(), String> {
+        match &self.wire {
+            Some(w) => w.impair(kind, p),
+            None => Err("the NIC is on no wire".into()),
+        }
+    }
+
+    /// What the wire's failures did (` key=value` pairs; empty without a wire that fails).
+    pub fn wire_impairments(&self) -> String {
+        self.wire.as_ref().map(|w| w.impairments()).unwrap_or_default()
+    }
+
     /// Connects the NIC to the wire between NICs (or, with `None`, disconnects it): QPs
-    /// whose AV's `dlid` is not the port's LID send their requests there, and
+    /// whose AV does not name the port itself send their packets there, and
     /// [`Nic::receive_frame`] takes what comes back.
     pub fn set_wire(&mut self, wire: Option<Box<dyn wire::Wire>>) {
         self.wire = wire;

@@ -51,6 +51,52 @@ pub trait Wire: Send {
     /// Sends every frame [`Wire::send`] held back. The NIC's owner calls it when an action
     /// on the NIC ends ([`crate::device::Locked`] does, as it unlocks).
     fn flush(&self) {}
+
+    /// Makes the link fail on request (the control channel's `wire`): from now on, each
+    /// frame sent meets `kind` with probability `p` (0 to 1). `Err` if this wire cannot.
+    fn impair(&self, kind: Impairment, p: f64) -> Result<(), String> {
+        let _ = (kind, p);
+        Err("this wire does not fail on request".into())
+    }
+
+    /// What the link's failures did: ` key=value` pairs (empty if it cannot fail).
+    fn impairments(&self) -> String {
+        String::new()
+    }
+}
+
+/// How a link fails on request ([`Wire::impair`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Impairment {
+    /// The frame is lost.
+    Loss,
+    /// The frame arrives twice.
+    Duplicate,
+    /// The frame arrives after the frames sent behind it in the same action.
+    Reorder,
+    /// One bit of the frame past its Ethernet header is flipped (the receiver's IP
+    /// checksum or ICRC drops it).
+    Corrupt,
+}
+
+impl Impairment {
+    /// Every kind, in the order of their counters.
+    pub const ALL: [Self; 4] = [Self::Loss, Self::Duplicate, Self::Reorder, Self::Corrupt];
+
+    /// The kind a control request names: `loss`, `duplicate`, `reorder`, `corrupt`.
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    /// Its name in requests.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Loss => "loss",
+            Self::Duplicate => "duplicate",
+            Self::Reorder => "reorder",
+            Self::Corrupt => "corrupt",
+        }
+    }
 }
 
 /// The first four bytes of a datagram that carries several frames (a batch): "ORB1".

@@ -1,0 +1,63 @@
+#!/bin/bash
+# VM test: RoCEv2 across two guests over a wire that fails on request. Two guests
+# (--vms 2), one Ethernet ordma NIC each (--link-layer ethernet, netdev 10.78.<G>.1/16);
+# each guest makes its own NIC's port lose 1%, duplicate 1%, reorder 2% and corrupt 1% of
+# the frames it sends (the control channel's `wire`, set while the guests run). By GID:
+# - ibv_rc_pingpong -g, 4 KiB x 500 and 64 KiB x 100 with -e, bytes checked (--chk):
+#   RC recovers every frame lost, duplicated, reordered or corrupted;
+# - ib_write_bw, ib_read_bw, ib_send_bw (64 KiB x 200, -x) complete;
+# - each port's counters show every kind of failure, and each NIC dropped and counted
+#   frames it received corrupted (bad_frames > 0: the IP checksum or the ICRC caught
+#   them); afterwards neither NIC holds a PD, MR, CQ or QP.
+# nics: 1
+# run-args: --vms 2
+# run-args: --link-layer ethernet
+# fresh-vm: yes
+# timeout: 900
+set -euo pipefail
+fail() { echo "FAIL: $*"; exit 1; }
+P=/ordma/src/qemu-test/progs
+source $P/nic-control.sh
+source $P/server-client.sh
+source $P/vms.sh
+[ "$ORDMA_VMS" = 2 ] || fail "wants two guests (--vms 2), not $ORDMA_VMS"
+objects() { nic_ctl 0 status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*'; }
+counter() { nic_ctl 0 status | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+me=10.78.$ORDMA_VM.1
+want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' ${me//./ })
+g=
+for _ in $(seq 100); do
+	for f in /sys/class/infiniband/ordma0/ports/1/gids/*; do
+		[ "$(cat "$f" 2>/dev/null)" = "$want" ] && { g=${f##*/}; break 2; }
+	done
+	sleep 0.1
+done
+[ -n "$g" ] || fail "ordma0 has no GID of $me"
+
+for w in "loss 0.01" "duplicate 0.01" "reorder 0.02" "corrupt 0.01"; do
+	# shellcheck disable=SC2086
+	nic_ctl 0 wire $w >/dev/null || fail "the NIC refused 'wire $w'"
+done
+echo "vm$ORDMA_VM: ordma0 (GID index $g, $me): its port loses 1%, duplicates 1%, reorders 2%, corrupts 1%"
+
+vm_pair rc 18515 ibv_rc_pingpong -d ordma0 -g "$g" -s 4096 -n 500 -c
+grep -q "500 iters in" /tmp/rc.out || fail "ibv_rc_pingpong: no result line"
+vm_pair rc-events 18516 ibv_rc_pingpong -d ordma0 -g "$g" -s 65536 -n 100 -c -e
+grep -q "100 iters in" /tmp/rc-events.out || fail "ibv_rc_pingpong -e: no result line"
+echo "ok: ibv_rc_pingpong -g (4 KiB x 500, 64 KiB x 100 with -e), --chk, over the failing wire"
+port=18600
+for t in ib_write_bw ib_read_bw ib_send_bw; do
+	vm_pair "$t" $port $t -d ordma0 -x "$g" -F -n 200 -s 65536
+	[ "$ORDMA_VM" = 0 ] || grep -Eq '^ *65536 +200 ' "/tmp/$t.out" || fail "$t: no result line for 65536 B x 200"
+	port=$((port + 1))
+done
+echo "ok: ib_write_bw, ib_read_bw, ib_send_bw -x over the failing wire"
+s=$(nic_ctl 0 status)
+echo "vm$ORDMA_VM: $(echo "$s" | tr ' ' '\n' | grep -E '^(wire_|bad_frames)' | tr '\n' ' ')"
+for c in wire_lost wire_duplicated wire_reordered wire_corrupted bad_frames; do
+	[ "$(counter $c)" -gt 0 ] || fail "vm$ORDMA_VM: $c is 0"
+done
+nic_ctl 0 wire clear >/dev/null || fail "wire clear"
+[ "$(objects)" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "vm$ORDMA_VM's NIC still holds $(objects)"
+echo "ok: every kind of failure happened, corrupted frames were dropped and counted"
+echo "PASS: roce-lossy (vm$ORDMA_VM)"
