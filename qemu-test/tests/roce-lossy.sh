@@ -6,6 +6,9 @@
 # - ibv_rc_pingpong -g, 4 KiB x 500 and 64 KiB x 100 with -e, bytes checked (--chk):
 #   RC recovers every frame lost, duplicated, reordered or corrupted;
 # - ib_write_bw, ib_read_bw, ib_send_bw (64 KiB x 200, -x) complete;
+# - every byte (qemu-test/progs/roce_xfer.py, pyverbs): 20 RDMA WRITEs of 2 MiB of fresh
+#   random bytes, each read back with an RDMA READ and compared, and 200 SENDs of 1 B to
+#   4 KiB compared by SHA-256;
 # - each port's counters show every kind of failure, and each NIC dropped and counted
 #   frames it received corrupted (bad_frames > 0: the IP checksum or the ICRC caught
 #   them); afterwards neither NIC holds a PD, MR, CQ or QP.
@@ -52,6 +55,12 @@ for t in ib_write_bw ib_read_bw ib_send_bw; do
 	port=$((port + 1))
 done
 echo "ok: ib_write_bw, ib_read_bw, ib_send_bw -x over the failing wire"
+# Every byte: 20 WRITEs of 2 MiB read back and compared, 200 SENDs of up to 4 KiB
+# compared by digest (qemu-test/progs/roce_xfer.py; perftest checks nothing, the
+# pingpongs one byte per page).
+vm_pair xfer 18700 python3 $P/roce_xfer.py ordma0 "$g" --count 20 --sends 200
+grep -q '^ok: ' /tmp/xfer.out || fail "roce_xfer.py: no result"
+echo "ok: 20 x 2 MiB WRITE + READ back and 200 SENDs over the failing wire, every byte checked"
 s=$(nic_ctl 0 status)
 echo "vm$ORDMA_VM: $(echo "$s" | tr ' ' '\n' | grep -E '^(wire_|bad_frames)' | tr '\n' ' ')"
 for c in wire_lost wire_duplicated wire_reordered wire_corrupted bad_frames; do
