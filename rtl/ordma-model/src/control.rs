@@ -112,8 +112,9 @@ pub fn parse(line: &str) -> Result<Request, String> {
         ["mr", ..] => Err("usage: mr KEY".into()),
         ["wire", "clear"] => Ok(Request::Wire(None, 0.0)),
         ["wire", kind, p] => {
-            let kind = Impairment::from_name(kind)
-                .ok_or_else(|| format!("wire: {kind} is not loss, duplicate, reorder or corrupt"))?;
+            let kind = Impairment::from_name(kind).ok_or_else(|| {
+                format!("wire: {kind} is not loss, duplicate, reorder or corrupt")
+            })?;
             let p: f64 = p
                 .parse()
                 .ok()

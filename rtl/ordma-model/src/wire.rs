@@ -92,7 +92,10 @@ impl Peer {
     fn flush(&mut self, dir: &Path, dmac: [u8; 6], sndbuf: usize, faults: &Mutex<Faults>) {
         if let Some((f, overtaken)) = self.held.take() {
             if overtaken {
-                faults.lock().unwrap_or_else(PoisonError::into_inner).count(Impairment::Reorder);
+                faults
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .count(Impairment::Reorder);
             }
             if !self.fits(&f) {
                 self.flush(dir, dmac, sndbuf, faults);
@@ -366,7 +369,11 @@ impl SocketWire {
                 peer.flush(&self.dir, dmac, self.sndbuf, &self.faults);
             }
             if !peer.batch.push(frame) {
-                debug!(?dmac, len = frame.len(), "frame too long for the wire: lost");
+                debug!(
+                    ?dmac,
+                    len = frame.len(),
+                    "frame too long for the wire: lost"
+                );
             }
         }
         if let Some((_, overtaken)) = peer.held.as_mut() {
@@ -418,7 +425,10 @@ impl Wire for SocketWire {
 
     fn impair(&self, kind: Impairment, p: f64) -> Result<(), String> {
         if !(0.0..=1.0).contains(&p) {
-            return Err(format!("{}: {p} is not a probability (0 to 1)", kind.name()));
+            return Err(format!(
+                "{}: {p} is not a probability (0 to 1)",
+                kind.name()
+            ));
         }
         let mut f = self.faults.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(x) = f.p.get_mut(kind as usize) {
@@ -588,12 +598,7 @@ fn attach_netdev(wire: &Arc<SocketWire>, own: &Path, peer: &Path) -> std::io::Re
 /// Hands every datagram's frames to the NIC, under the lock (up to [`DRAIN`] datagrams
 /// that queued up per lock, each one's answers sent as it is done), until the device or
 /// the reader is gone.
-fn work(
-    dev: &Weak<Device>,
-    rx: &Receiver<Vec<u8>>,
-    netdev: Option<&Netdev>,
-    pcap: Option<&Pcap>,
-) {
+fn work(dev: &Weak<Device>, rx: &Receiver<Vec<u8>>, netdev: Option<&Netdev>, pcap: Option<&Pcap>) {
     let mut host: Vec<Vec<u8>> = Vec::new();
     let capture = |d: &[u8]| {
         if let Some(p) = pcap {

@@ -692,7 +692,10 @@ fn the_socket_wire_fails_on_request() {
     assert_eq!(burst(), Vec::<Vec<u8>>::new());
     a.impair(Impairment::Loss, 0.0).unwrap();
     a.impair(Impairment::Duplicate, 1.0).unwrap();
-    assert_eq!(burst(), [frame(1), frame(1), frame(2), frame(2), frame(3), frame(3)]);
+    assert_eq!(
+        burst(),
+        [frame(1), frame(1), frame(2), frame(2), frame(3), frame(3)]
+    );
     a.impair(Impairment::Duplicate, 0.0).unwrap();
     a.impair(Impairment::Reorder, 1.0).unwrap();
     // 1 is held; 2 and 3 overtake it (each would be held, but one is at a time).
@@ -704,7 +707,11 @@ fn the_socket_wire_fails_on_request() {
     for (i, g) in got.iter().enumerate() {
         let want = frame(i as u8 + 1);
         let diff: u32 = g.iter().zip(&want).map(|(x, y)| (x ^ y).count_ones()).sum();
-        assert_eq!((diff, &g[..14], g.len()), (1, &want[..14], want.len()), "frame {i}");
+        assert_eq!(
+            (diff, &g[..14], g.len()),
+            (1, &want[..14], want.len()),
+            "frame {i}"
+        );
     }
     assert_eq!(
         a.impairments(),

@@ -468,7 +468,10 @@ impl Nic {
 
     /// What the wire's failures did (` key=value` pairs; empty without a wire that fails).
     pub fn wire_impairments(&self) -> String {
-        self.wire.as_ref().map(|w| w.impairments()).unwrap_or_default()
+        self.wire
+            .as_ref()
+            .map(|w| w.impairments())
+            .unwrap_or_default()
     }
 
     /// Connects the NIC to the wire between NICs (or, with `None`, disconnects it): QPs
