@@ -15,6 +15,12 @@ server's buffer, RDMA READs it back into a second buffer and compares every byte
 SENDs --sends messages of 1..4096 random bytes, which the server compares with what the
 client tells it over TCP at the end (a SHA-256 of each). Every completion is checked.
 Prints progress and a summary; exits 1 on the first failure.
+
+With --cut (the client's link cut, by the test, before it starts): the client's QP has
+transport timeout --timeout and --retry retries; it posts one RDMA WRITE, which must
+complete with IBV_WC_RETRY_EXC_ERR after the (retry + 1) transport timers the IB
+specification predicts (4.096 us x 2^timeout each), not sooner than 0.9 of that and not
+later than twice that and 2 s. The server only waits for the client to say it is done.
 """
 import argparse
 import hashlib
@@ -83,6 +89,9 @@ def main():
     ap.add_argument("--size", type=int, default=2 << 20)
     ap.add_argument("--count", type=int, default=20)
     ap.add_argument("--sends", type=int, default=200)
+    ap.add_argument("--cut", action="store_true")
+    ap.add_argument("--timeout", type=int, default=14)
+    ap.add_argument("--retry", type=int, default=7)
     args = ap.parse_args()
 
     ctx = Context(name=args.device)
@@ -113,8 +122,8 @@ def main():
     attr.max_dest_rd_atomic = 4
     attr.max_rd_atomic = 4
     attr.min_rnr_timer = 1
-    attr.timeout = 14
-    attr.retry_cnt = 7
+    attr.timeout = args.timeout
+    attr.retry_cnt = args.retry
     attr.rnr_retry = 7
     gr = GlobalRoute(dgid=GID(p_gid), sgid_index=args.gid_index, hop_limit=64)
     attr.ah_attr = AHAttr(gr=gr, is_global=1, port_num=1)
@@ -127,6 +136,8 @@ def main():
         die("the peer is not ready")
     print(f"{args.device}: QP {qp.qp_num:#x} connected to {p_gid} QP {p_qpn:#x}", flush=True)
 
+    if args.cut:
+        return cut(args, qp, cq, buf, f, p_rkey, p_addr)
     if not args.server:
         # The server: the client's SENDs, each checked against the digests it sends last.
         got = []
@@ -179,6 +190,40 @@ def main():
     mib = 2 * args.count * args.size / (1 << 20)
     print(f"ok: {args.count} x {args.size} bytes written and read back ({mib:.0f} MiB in {took:.1f} s),"
           f" {args.sends} SENDs, every byte checked", flush=True)
+
+
+def cut(args, qp, cq, buf, f, p_rkey, p_addr):
+    """One WRITE over a cut link: RETRY_EXC_ERR in the predicted time."""
+    if not args.server:
+        if f.readline().strip() != "done":
+            die("the client did not finish")
+        print("ok: the client is done", flush=True)
+        return
+    predicted = (args.retry + 1) * 4.096e-6 * (1 << args.timeout)
+    wr = SendWR(wr_id=9, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(buf.buf, 4096, buf.lkey)],
+                send_flags=e.IBV_SEND_SIGNALED)
+    wr.set_wr_rdma(p_rkey, p_addr)
+    start = time.monotonic()
+    qp.post_send(wr)
+    wc = None
+    while time.monotonic() - start < 2 * predicted + 30:
+        n, wcs = cq.poll(num_entries=1)
+        if n:
+            wc = wcs[0]
+            break
+        time.sleep(0.001)
+    took = time.monotonic() - start
+    f.write("done\n")
+    f.flush()
+    if wc is None:
+        die(f"no completion in {took:.1f} s over a cut link")
+    if wc.status != e.IBV_WC_RETRY_EXC_ERR:
+        die(f"completion status {wc.status}, not IBV_WC_RETRY_EXC_ERR ({e.IBV_WC_RETRY_EXC_ERR})")
+    print(f"WRITE over a cut link: IBV_WC_RETRY_EXC_ERR after {took:.2f} s; predicted "
+          f"{predicted:.2f} s ({args.retry} retries, timeout {args.timeout})", flush=True)
+    if not 0.9 * predicted <= took <= 2 * predicted + 2:
+        die(f"{took:.2f} s is outside 0.9 to 2 times the predicted {predicted:.2f} s (+ 2 s)")
+    print("ok: retries exhausted in the predicted time", flush=True)
 
 
 if __name__ == "__main__":

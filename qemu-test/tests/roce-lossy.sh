@@ -11,7 +11,10 @@
 #   4 KiB compared by SHA-256;
 # - each port's counters show every kind of failure, and each NIC dropped and counted
 #   frames it received corrupted (bad_frames > 0: the IP checksum or the ICRC caught
-#   them); afterwards neither NIC holds a PD, MR, CQ or QP.
+#   them); afterwards neither NIC holds a PD, MR, CQ or QP;
+# - a cut link (vm1's port loses everything): a WRITE with timeout 18 and 3 retries ends in
+#   IBV_WC_RETRY_EXC_ERR after the 4 transport timers the specification predicts (4.3 s;
+#   0.9 to 2 times that accepted).
 # nics: 1
 # run-args: --vms 2
 # run-args: --link-layer ethernet
@@ -67,6 +70,20 @@ for c in wire_lost wire_duplicated wire_reordered wire_corrupted bad_frames; do
 	[ "$(counter $c)" -gt 0 ] || fail "vm$ORDMA_VM: $c is 0"
 done
 nic_ctl 0 wire clear >/dev/null || fail "wire clear"
+
+# A cut link: vm1's port loses every frame it sends; one WRITE from vm1 (timeout 18,
+# 1.07 s, above the NIC's floor of 0.54 s; 3 retries) ends in IBV_WC_RETRY_EXC_ERR after
+# the 4 transport timers the specification predicts, 4.3 s.
+if [ "$ORDMA_VM" = 1 ]; then
+	nic_ctl 0 wire loss 1 >/dev/null || fail "wire loss 1"
+fi
+vm_pair cut 18701 python3 $P/roce_xfer.py ordma0 "$g" --cut --timeout 18 --retry 3
+grep -q '^ok: ' /tmp/cut.out || fail "roce_xfer.py --cut: no result"
+if [ "$ORDMA_VM" = 1 ]; then
+	grep -q '^ok: retries exhausted in the predicted time' /tmp/cut.out || fail "no RETRY_EXC_ERR in the predicted time"
+	nic_ctl 0 wire clear >/dev/null || fail "wire clear"
+	echo "ok: a cut link: $(grep 'RETRY_EXC_ERR after' /tmp/cut.out)"
+fi
 [ "$(objects)" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "vm$ORDMA_VM's NIC still holds $(objects)"
 echo "ok: every kind of failure happened, corrupted frames were dropped and counted"
 echo "PASS: roce-lossy (vm$ORDMA_VM)"

@@ -1,5 +1,5 @@
 //! Compiles the test program's C part (`verbs_data.c`, `mr_checks.c`, `ownership.c`,
-//! `quirks.c`, `srq_checks.c`, `atomics.c`, `uc.c`, `ud.c`) and links libibverbs.
+//! `quirks.c`, `srq_checks.c`, `atomics.c`, `uc.c`, `ud.c`, `stress.c`) and links libibverbs.
 
 fn main() {
     for f in [
@@ -12,6 +12,7 @@ fn main() {
         "atomics.c",
         "uc.c",
         "ud.c",
+        "stress.c",
     ] {
         println!("cargo:rerun-if-changed={f}");
     }
@@ -24,6 +25,7 @@ fn main() {
         .file("atomics.c")
         .file("uc.c")
         .file("ud.c")
+        .file("stress.c")
         .flag("-std=gnu11")
         .warnings(true)
         .extra_warnings(true)

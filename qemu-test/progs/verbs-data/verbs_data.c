@@ -35,6 +35,11 @@
  *              verified; READ and atomics refused; RC's attributes refused: see uc.c
  *   ud         UD QPs and address handles: datagrams behind the GRH area, completion
  *              fields, Q_Key checks, refusals: see ud.c
+ *   stress[=N] N rounds (default 625) of 16 QP pairs between --dev and --dev2, each a
+ *              fresh 2 MiB RDMA WRITE and four SENDs of up to 4 KiB: every byte; see
+ *              stress.c
+ * On an Ethernet (RoCE) port the QPs are addressed by GRH: the RoCE v2 GID of the port's
+ * IPv4 address.
  * Prints a line per check; exits 0 only when all held.
  */
 #define _GNU_SOURCE
@@ -133,15 +138,49 @@ struct ibv_mr *reg(struct side *s, int access)
 	return mr;
 }
 
-void side_open(struct side *s, const char *dev, int n, int access)
+/* s's port: its LID, or on an Ethernet port the RoCE v2 GID of an IPv4 address. */
+void side_port(struct side *s)
 {
 	struct ibv_port_attr port;
 
-	memset(s, 0, sizeof(*s));
-	s->ctx = open_dev(dev);
 	if (ibv_query_port(s->ctx, 1, &port))
 		die("ibv_query_port");
 	s->lid = port.lid;
+	s->eth = port.link_layer == IBV_LINK_LAYER_ETHERNET;
+	if (!s->eth)
+		return;
+	for (int i = 0; i < port.gid_tbl_len; i++) {
+		struct ibv_gid_entry e;
+
+		if (ibv_query_gid_ex(s->ctx, 1, i, &e, 0) || e.gid_type != IBV_GID_TYPE_ROCE_V2)
+			continue;
+		if (e.gid.raw[10] == 0xff && e.gid.raw[11] == 0xff) {
+			s->gid = e.gid;
+			s->gid_index = i;
+			return;
+		}
+	}
+	die("no RoCE v2 GID of an IPv4 address on an Ethernet port");
+}
+
+/* The address of `to` as `from` reaches it: its LID, or on Ethernet a GRH to its GID. */
+void set_av(struct ibv_ah_attr *ah, struct side *from, struct side *to)
+{
+	ah->dlid = to->lid;
+	ah->port_num = 1;
+	if (to->eth) {
+		ah->is_global = 1;
+		ah->grh.dgid = to->gid;
+		ah->grh.sgid_index = (uint8_t)from->gid_index;
+		ah->grh.hop_limit = 64;
+	}
+}
+
+void side_open(struct side *s, const char *dev, int n, int access)
+{
+	memset(s, 0, sizeof(*s));
+	s->ctx = open_dev(dev);
+	side_port(s);
 	s->pd = ibv_alloc_pd(s->ctx);
 	s->ch = ibv_create_comp_channel(s->ctx);
 	if (!s->pd || !s->ch)
@@ -192,8 +231,7 @@ void connect_qp(struct side *s, struct side *to, int rnr_retry)
 	a.rq_psn = 0x100 + to->qp->qp_num;
 	a.max_dest_rd_atomic = 1;
 	a.min_rnr_timer = 1; /* 0.01 ms */
-	a.ah_attr.dlid = to->lid;
-	a.ah_attr.port_num = 1;
+	set_av(&a.ah_attr, s, to);
 	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 					     IBV_QP_RQ_PSN |
 					     (uc ? 0 : IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)))
@@ -596,14 +634,11 @@ static void check_many(unsigned chunk)
 {
 	struct side s;
 	struct ibv_qp *qa[NPAIRS], *qb[NPAIRS];
-	struct ibv_port_attr port;
 	int n = 0, bad = 0;
 
 	memset(&s, 0, sizeof(s));
 	s.ctx = open_dev(dev_a);
-	if (ibv_query_port(s.ctx, 1, &port))
-		die("ibv_query_port");
-	s.lid = port.lid;
+	side_port(&s);
 	s.pd = ibv_alloc_pd(s.ctx);
 	s.ch = ibv_create_comp_channel(s.ctx);
 	s.cq = s.pd && s.ch ? ibv_create_cq(s.ctx, 4 * NPAIRS, NULL, s.ch, 0) : NULL;
@@ -713,7 +748,7 @@ int verbs_data_main(int argc, char **argv)
 	if (i >= argc) {
 		fprintf(stderr, "usage: %s [--dev A] [--dev2 B] [--mem 4k|huge:PATH|dmabuf] "
 				"transfers|errors|rnr|events|many|many-2m|shared|levels|stale|drain|quirks|"
-				"srq|srq-events|srq-errnos|srq-hold|atomics|uc|ud...\n", argv[0]);
+				"srq|srq-events|srq-errnos|srq-hold|atomics|uc|ud|stress[=N]...\n", argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -755,6 +790,10 @@ int verbs_data_main(int argc, char **argv)
 			check_uc();
 		else if (!strcmp(argv[i], "ud"))
 			check_ud();
+		else if (!strcmp(argv[i], "stress"))
+			check_stress(625);
+		else if (!strncmp(argv[i], "stress=", 7))
+			check_stress(atol(argv[i] + 7));
 		else {
 			fprintf(stderr, "unknown check %s\n", argv[i]);
 			return 2;

@@ -39,12 +39,19 @@ struct side {
 	struct ibv_mr *mr;
 	uint16_t lid;
 	uint32_t max_inline;
+	/* An Ethernet (RoCE) port: QPs towards this side are addressed by this GID (its
+	 * RoCE v2 IPv4 address), from the index `gid_index` of its own table. */
+	int eth;
+	union ibv_gid gid;
+	int gid_index;
 };
 
 void die(const char *what);
 struct buf alloc_buf(int side);
 struct ibv_mr *reg(struct side *s, int access);
 void side_open(struct side *s, const char *dev, int n, int access);
+void side_port(struct side *s);
+void set_av(struct ibv_ah_attr *ah, struct side *from, struct side *to);
 void side_close(struct side *s);
 void connect_qp(struct side *s, struct side *to, int rnr_retry);
 struct ibv_wc poll_one(struct side *s);
@@ -70,5 +77,6 @@ void check_srq_hold(void);
 void check_atomics(void);
 void check_uc(void);
 void check_ud(void);
+void check_stress(long rounds);
 
 #endif

@@ -297,7 +297,7 @@ fn a_lost_answer_is_replayed_not_executed_again() {
         assert_eq!(st.atomics, [1, 1], "executed once, replayed once");
         assert!(st
             .to_string()
-            .contains(" atomics=1 atomics_replayed=1 uc_dropped=0 ud_sent=0"));
+            .contains(" atomics=1 atomics_replayed=1 timer_resends="));
         let resent = lose == packet::ATOMIC_ACKNOWLEDGE;
         assert_eq!(
             p.ticks > 0,

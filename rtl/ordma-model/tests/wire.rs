@@ -720,3 +720,47 @@ fn the_socket_wire_fails_on_request() {
     assert!(a.impair(Impairment::Loss, 1.5).is_err());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The recovery counters: a lost request is resent by the timer, a request ahead of the
+/// expected PSN gets a sequence NAK that the requester takes.
+#[test]
+fn recoveries_are_counted() {
+    // The first WRITE packet lost: the second arrives ahead (a sequence NAK, taken).
+    let mut p = Pair::new(|_| {});
+    let mut n = 0;
+    p.fault = Box::new(move |_, f| {
+        n += 1;
+        if n == 1 && f.packet.bth.opcode == packet::WRITE_FIRST {
+            Act::Drop
+        } else {
+            Act::Pass
+        }
+    });
+    let (big0, big1) = (p.r[0].big, p.r[1].big);
+    let mut w = wqe(hw::WR_RDMA_WRITE, SIGNALED, 1);
+    (w.remote_addr, w.rkey) = (BIG_VA, big1);
+    p.r[0].send('a', w, &[sge(BIG_VA, 3 * 4096, big0)], &[]);
+    p.settle(10);
+    assert_eq!(p.r[0].cqe('s').status, hw::WC_SUCCESS);
+    let (a, b) = (p.r[0].nic.status_snapshot(), p.r[1].nic.status_snapshot());
+    assert_eq!((b.recoveries[1], a.recoveries[2]), (1, 1), "one sequence NAK, sent and taken");
+    // Everything lost once: the timer sends it again.
+    let mut p = Pair::new(|_| {});
+    let mut n = 0;
+    p.fault = Box::new(move |_, _| {
+        n += 1;
+        if n <= 3 {
+            Act::Drop
+        } else {
+            Act::Pass
+        }
+    });
+    let mut w = wqe(hw::WR_RDMA_WRITE, SIGNALED, 1);
+    (w.remote_addr, w.rkey) = (BIG_VA, big1);
+    p.r[0].send('a', w, &[sge(BIG_VA, 3 * 4096, big0)], &[]);
+    p.settle(10);
+    assert_eq!(p.r[0].cqe('s').status, hw::WC_SUCCESS);
+    let a = p.r[0].nic.status_snapshot();
+    assert!(a.recoveries[0] >= 1, "timer resends {:?}", a.recoveries);
+    assert!(a.to_string().contains(&format!(" timer_resends={} ", a.recoveries[0])));
+}

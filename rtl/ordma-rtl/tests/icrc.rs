@@ -8,7 +8,8 @@ use ordma_model::engine::wire;
 use ordma_rtl::{set_beat, Icrc, IcrcIo, Rng};
 
 /// A random frame: random bytes (the unit must mask whatever the headers hold), most short,
-/// some up to the largest frame.
+/// some up to the largest frame; never with the IPv6 ethertype (the unit masks an IPv4
+/// frame's fields; an IPv6 frame's ICRC is the model's, `engine::datapath::icrc`).
 fn frame(rng: &mut Rng) -> Vec<u8> {
     let len = if rng.chance(0.7) {
         rng.range(58, 400)
@@ -17,6 +18,9 @@ fn frame(rng: &mut Rng) -> Vec<u8> {
     } as usize;
     let mut f = vec![0u8; len];
     rng.fill(&mut f);
+    if wire::is_ipv6(&f) {
+        f[13] ^= 1;
+    }
     f
 }
 

@@ -213,6 +213,9 @@ pub struct Nic {
     /// Atomics the responder executed, and duplicates it answered again from its replay
     /// cache, since the model started.
     atomics: [u64; 2],
+    /// Recoveries since the model started: transport timer expiries that sent again
+    /// (go-back-N), PSN sequence NAKs the responder sent, and those the requester took.
+    recoveries: [u64; 3],
     /// Packets UC responders dropped (out of sequence, or of a message dropped), since the
     /// model started.
     uc_dropped: u64,
@@ -277,6 +280,8 @@ pub struct NicStatus {
     pub destroyed: [u64; 4],
     /// Atomics executed, and duplicate atomics answered again, since the model started.
     pub atomics: [u64; 2],
+    /// Transport timer resends, sequence NAKs sent and received, since the model started.
+    pub recoveries: [u64; 3],
     /// Packets UC responders dropped since the model started.
     pub uc_dropped: u64,
     /// UD datagrams sent, received and dropped since the model started.
@@ -306,6 +311,7 @@ impl fmt::Display for NicStatus {
              pds_created={} mrs_created={} cqs_created={} qps_created={} \
              pds_destroyed={} mrs_destroyed={} cqs_destroyed={} qps_destroyed={} \
              srqs={} srqs_created={} srqs_destroyed={} atomics={} atomics_replayed={} \
+             timer_resends={} seq_naks_sent={} seq_naks_received={} \
              uc_dropped={} ud_sent={} ud_received={} ud_dropped={} ud_qkey_dropped={} \
              gids={} doorbells={} commands={} events={} events_unread={} admin_pending={} {}",
             if self.link_up { "up" } else { "down" },
@@ -330,6 +336,9 @@ impl fmt::Display for NicStatus {
             self.srqs_counts.1,
             self.atomics[0],
             self.atomics[1],
+            self.recoveries[0],
+            self.recoveries[1],
+            self.recoveries[2],
             self.uc_dropped,
             self.ud.sent,
             self.ud.received,
@@ -429,6 +438,7 @@ impl Nic {
             doorbells: 0,
             events_posted: 0,
             atomics: [0; 2],
+            recoveries: [0; 3],
             uc_dropped: 0,
             ud: ud::UdCounts::default(),
             ud_held: ud::HeldQueue::default(),
@@ -526,6 +536,7 @@ impl Nic {
                 self.qps.counts().1,
             ],
             atomics: self.atomics,
+            recoveries: self.recoveries,
             uc_dropped: self.uc_dropped,
             ud: self.ud,
             gids: self.gid_count(),
@@ -553,6 +564,7 @@ impl Nic {
         fresh.mr_gen = self.mr_gen;
         fresh.db_page_writes = self.db_page_writes;
         fresh.atomics = self.atomics;
+        fresh.recoveries = self.recoveries;
         fresh.uc_dropped = self.uc_dropped;
         fresh.ud = self.ud;
         fresh.pds.keep_counts(&self.pds);

@@ -273,6 +273,7 @@ impl Nic {
                 }
             } else if !self.wire_qps.get(&qpn).is_some_and(|r| r.nak_sent) {
                 self.wire_qps.entry(qpn).or_default().nak_sent = true;
+                self.recoveries[1] += 1;
                 let nak = ack(qp.attr.rq_psn, Syndrome::Nak(NakCode::PsnSeq), qp.dp.msn);
                 self.emit(&to, qpn, &nak, &[]);
             }

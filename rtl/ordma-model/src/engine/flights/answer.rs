@@ -131,6 +131,7 @@ impl Nic {
                 }
             }
             (packet::ACKNOWLEDGE, Some(Syndrome::Nak(NakCode::PsnSeq))) if current => {
+                self.recoveries[2] += 1;
                 fl.acked = diff;
                 fl.rewind();
                 fs.rewind();
