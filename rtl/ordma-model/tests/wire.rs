@@ -743,7 +743,11 @@ fn recoveries_are_counted() {
     p.settle(10);
     assert_eq!(p.r[0].cqe('s').status, hw::WC_SUCCESS);
     let (a, b) = (p.r[0].nic.status_snapshot(), p.r[1].nic.status_snapshot());
-    assert_eq!((b.recoveries[1], a.recoveries[2]), (1, 1), "one sequence NAK, sent and taken");
+    assert_eq!(
+        (b.recoveries[1], a.recoveries[2]),
+        (1, 1),
+        "one sequence NAK, sent and taken"
+    );
     // Everything lost once: the timer sends it again.
     let mut p = Pair::new(|_| {});
     let mut n = 0;
@@ -762,5 +766,7 @@ fn recoveries_are_counted() {
     assert_eq!(p.r[0].cqe('s').status, hw::WC_SUCCESS);
     let a = p.r[0].nic.status_snapshot();
     assert!(a.recoveries[0] >= 1, "timer resends {:?}", a.recoveries);
-    assert!(a.to_string().contains(&format!(" timer_resends={} ", a.recoveries[0])));
+    assert!(a
+        .to_string()
+        .contains(&format!(" timer_resends={} ", a.recoveries[0])));
 }
