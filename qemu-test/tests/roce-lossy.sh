@@ -26,19 +26,12 @@ P=/ordma/src/qemu-test/progs
 source $P/nic-control.sh
 source $P/server-client.sh
 source $P/vms.sh
+source $P/roce.sh
 [ "$ORDMA_VMS" = 2 ] || fail "wants two guests (--vms 2), not $ORDMA_VMS"
 objects() { nic_ctl 0 status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*'; }
 counter() { nic_ctl 0 status | tr ' ' '\n' | sed -n "s/^$1=//p"; }
 me=10.78.$ORDMA_VM.1
-want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' ${me//./ })
-g=
-for _ in $(seq 100); do
-	for f in /sys/class/infiniband/ordma0/ports/1/gids/*; do
-		[ "$(cat "$f" 2>/dev/null)" = "$want" ] && { g=${f##*/}; break 2; }
-	done
-	sleep 0.1
-done
-[ -n "$g" ] || fail "ordma0 has no GID of $me"
+g=$(roce_gid_index ordma0 "$me")
 
 for w in "loss 0.01" "duplicate 0.01" "reorder 0.02" "corrupt 0.01"; do
 	# shellcheck disable=SC2086

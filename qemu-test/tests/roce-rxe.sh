@@ -24,27 +24,13 @@ P=/ordma/src/qemu-test/progs
 source $P/nic-control.sh
 source $P/server-client.sh
 source $P/vms.sh
+source $P/roce.sh
 [ "$ORDMA_VMS" = 2 ] || fail "wants two guests (--vms 2), not $ORDMA_VMS"
 objects() { nic_ctl 0 status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*'; }
 me=10.78.$ORDMA_VM.1
 nd=$(ip -br -4 addr | awk -v a="$me/16" '$3 == a { print $1 }')
 [ -n "$nd" ] || { ip -br addr; fail "no netdev with $me"; }
 
-# The index of DEV's RoCE v2 GID of IPv4 address A (waits up to 10 s for it).
-gid_index() {
-	local dev=$1 a=$2 f want
-	want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' ${a//./ })
-	for _ in $(seq 100); do
-		for f in /sys/class/infiniband/$dev/ports/1/gids/*; do
-			[ "$(cat "$f" 2>/dev/null)" = "$want" ] || continue
-			[ "$(cat "/sys/class/infiniband/$dev/ports/1/gid_attrs/types/${f##*/}" 2>/dev/null)" = "RoCE v2" ] || continue
-			echo "${f##*/}"
-			return
-		done
-		sleep 0.1
-	done
-	fail "$dev has no RoCE v2 GID of $a"
-}
 
 if [ "$ORDMA_VM" = 1 ]; then
 	rmmod ordma
@@ -57,7 +43,7 @@ else
 	dev=ordma0
 	ibv_devinfo -d ordma0 | grep -q 'link_layer:[[:space:]]*Ethernet' || { ibv_devinfo -d ordma0; fail "not Ethernet"; }
 fi
-g=$(gid_index "$dev" "$me")
+g=$(roce_gid_index "$dev" "$me")
 echo "vm$ORDMA_VM: $dev on $nd, GID index $g ($me)"
 
 vm_pair rc 18520 ibv_rc_pingpong -d "$dev" -g "$g" -s 4096 -n 200 -c

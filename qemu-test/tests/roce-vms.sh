@@ -23,6 +23,7 @@ P=/ordma/src/qemu-test/progs
 source $P/nic-control.sh
 source $P/server-client.sh
 source $P/vms.sh
+source $P/roce.sh
 [ "$ORDMA_VMS" = 2 ] || fail "wants two guests (--vms 2), not $ORDMA_VMS"
 objects() { nic_ctl 0 status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*'; }
 me=10.78.$ORDMA_VM.1
@@ -35,21 +36,6 @@ ibv_devinfo -d ordma0 | grep -q 'link_layer:[[:space:]]*Ethernet' || { ibv_devin
 rdma link show ordma0/1 | grep -q "netdev $nd" || { rdma link show; fail "ordma0 is not paired with $nd"; }
 echo "vm$ORDMA_VM: ordma0 on $nd ($me), $(cat /sys/class/net/$nd/address)"
 
-# The index of DEV's RoCE v2 GID of IPv4 address A (waits up to 10 s for it).
-gid_index() {
-	local dev=$1 a=$2 f want
-	want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' ${a//./ })
-	for _ in $(seq 100); do
-		for f in /sys/class/infiniband/$dev/ports/1/gids/*; do
-			[ "$(cat "$f" 2>/dev/null)" = "$want" ] || continue
-			[ "$(cat "/sys/class/infiniband/$dev/ports/1/gid_attrs/types/${f##*/}" 2>/dev/null)" = "RoCE v2" ] || continue
-			echo "${f##*/}"
-			return
-		done
-		sleep 0.1
-	done
-	fail "$dev has no RoCE v2 GID of $a"
-}
 
 # 1. IP over the ordma netdevs, through the NIC models and their wire.
 vm_flag "up-vm$ORDMA_VM"
@@ -59,7 +45,7 @@ grep -q ' 0% packet loss' /tmp/ping.out || { cat /tmp/ping.out; fail "ping lost 
 echo "ok: ping $peer over $nd: $(tail -n1 /tmp/ping.out)"
 
 # 2. ordma to ordma, by GID.
-g=$(gid_index ordma0 "$me")
+g=$(roce_gid_index ordma0 "$me")
 echo "vm$ORDMA_VM: ordma0's GID index $g is $me"
 vm_pair rc 18515 ibv_rc_pingpong -d ordma0 -g "$g" -s 4096 -n 500 -c
 grep -q "500 iters in" /tmp/rc.out || fail "ibv_rc_pingpong: no result line"

@@ -1,5 +1,5 @@
 //! Compiles the test program's C part (`verbs_data.c`, `mr_checks.c`, `ownership.c`,
-//! `quirks.c`, `srq_checks.c`, `atomics.c`, `uc.c`, `ud.c`, `stress.c`) and links libibverbs.
+//! `quirks.c`, `srq_checks.c`, `atomics.c`, `uc.c`, `ud.c`, `stress.c`, `many.c`) and links libibverbs.
 
 fn main() {
     for f in [
@@ -13,6 +13,7 @@ fn main() {
         "uc.c",
         "ud.c",
         "stress.c",
+        "many.c",
     ] {
         println!("cargo:rerun-if-changed={f}");
     }
@@ -26,6 +27,7 @@ fn main() {
         .file("uc.c")
         .file("ud.c")
         .file("stress.c")
+        .file("many.c")
         .flag("-std=gnu11")
         .warnings(true)
         .extra_warnings(true)

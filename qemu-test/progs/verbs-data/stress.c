@@ -31,15 +31,7 @@ struct end {
 static void end_open(struct end *e, const char *dev)
 {
 	memset(e, 0, sizeof(*e));
-	struct ibv_device **list = ibv_get_device_list(NULL);
-
-	for (int i = 0; list && list[i]; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), dev))
-			e->s.ctx = ibv_open_device(list[i]);
-	if (list)
-		ibv_free_device_list(list);
-	if (!e->s.ctx)
-		die("open the device");
+	e->s.ctx = open_dev(dev);
 	side_port(&e->s);
 	e->s.pd = ibv_alloc_pd(e->s.ctx);
 	e->s.cq = e->s.pd ? ibv_create_cq(e->s.ctx, 8 * SPAIRS * (SMALL + 1), NULL, NULL, 0) : NULL;

@@ -47,6 +47,7 @@ struct side {
 };
 
 void die(const char *what);
+struct ibv_context *open_dev(const char *name);
 struct buf alloc_buf(int side);
 struct ibv_mr *reg(struct side *s, int access);
 void side_open(struct side *s, const char *dev, int n, int access);
@@ -78,5 +79,6 @@ void check_atomics(void);
 void check_uc(void);
 void check_ud(void);
 void check_stress(long rounds);
+void check_many(unsigned chunk);
 
 #endif
