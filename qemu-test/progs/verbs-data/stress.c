@@ -1,17 +1,34 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * stress: many verified transfers over many QPs between two NICs (--dev, --dev2), meant for
- * a wire that loses, duplicates, reorders and corrupts frames. SPAIRS RC QP pairs, each
- * with its own 2 MiB source on A and destination on B and its receive buffers; per round,
- * on every pair at once: a fresh pseudo-random 2 MiB RDMA WRITE and SMALL SENDs of 1 B to
- * 4 KiB, then every completion (status, QP, length) and every byte of every destination.
- * Progress every 50 rounds; one summary line with the counts and the time.
+ * stress: many verified transfers over many QPs, meant for a wire that loses, duplicates,
+ * reorders and corrupts frames. SPAIRS RC QP pairs from A to B, each with its own 2 MiB
+ * source on A and destination on B and its receive buffers on B; per round, on every pair
+ * at once: a fresh pseudo-random 2 MiB RDMA WRITE and SMALL SENDs of 1 B to 4 KiB, then
+ * every completion (status, QP, opcode, length) and every byte B holds. The bytes of round
+ * r, pair i are a stream seeded by (r, i, k), so B checks them without a copy of A's.
+ *
+ * Two ends in one process (--dev A, --dev2 B), or on two machines with a TCP side channel:
+ * B runs with --listen PORT, A with --peer HOST:PORT. Over the channel: each end's hello
+ * (address, rkey, QP numbers, port address), then per round B's "go r" once its receives
+ * for round r are posted and round r-1 is checked (or a failure), and A's round.
+ * stress-until-killed runs rounds until one end dies (the test kills it); the other end
+ * reports how its transfers ended: A with retry-exceeded and flushed completions (or the
+ * side channel closing between rounds), B with the side channel closing; anything else is
+ * a failure. Progress every 50 rounds; one summary line with the counts and the time.
  */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "verbs_data.h"
 
@@ -19,6 +36,8 @@
 #define CHUNK (2u << 20)
 #define SMALL 4
 #define SMAX 4096u
+#define WRITE_K 0xff /* the wr_id's low byte (and the seed's k) of a pair's WRITE */
+#define HELLO_MAGIC 0x6f72646d61737472ull
 
 struct end {
 	struct side s;
@@ -26,11 +45,28 @@ struct end {
 	size_t len;
 	struct ibv_mr *mr;
 	struct ibv_qp *qp[SPAIRS];
+	/* The other end: its buffer's address and rkey, its QPs' numbers. */
+	uint64_t raddr;
+	uint32_t rkey;
+	uint32_t rqpn[SPAIRS];
+	int sock; /* the side channel, or -1 */
+	/* How completions ended when one failed: counted by reap. */
+	int retry_exc, flushed, other, gone;
+};
+
+/* What each end tells the other over the side channel (both ends one architecture). */
+struct hello {
+	uint64_t magic;
+	int64_t rounds;
+	uint64_t addr;
+	uint32_t rkey, lid, eth, qpn[SPAIRS];
+	uint8_t gid[16];
 };
 
 static void end_open(struct end *e, const char *dev)
 {
 	memset(e, 0, sizeof(*e));
+	e->sock = -1;
 	e->s.ctx = open_dev(dev);
 	side_port(&e->s);
 	e->s.pd = ibv_alloc_pd(e->s.ctx);
@@ -64,24 +100,91 @@ static void end_close(struct end *e)
 		die("destroy");
 	munmap(e->mem, e->len);
 	ibv_close_device(e->s.ctx);
+	if (e->sock >= 0)
+		close(e->sock);
 }
 
-/* Fresh pseudo-random bytes, 8 at a time (fill() goes byte by byte: too slow for 10 GB). */
-static void fill_fast(uint8_t *p, size_t n)
+/* Connects e's QPs to the other end's, described by `h`. */
+static void end_connect(struct end *e, const struct hello *h)
 {
-	static uint64_t x = 0x9e3779b97f4a7c15ull;
+	struct side to = { .lid = (uint16_t)h->lid, .eth = (int)h->eth };
 
+	memcpy(to.gid.raw, h->gid, sizeof(h->gid));
+	e->raddr = h->addr;
+	e->rkey = h->rkey;
+	for (int i = 0; i < SPAIRS; i++) {
+		e->s.qp = e->qp[i];
+		e->rqpn[i] = h->qpn[i];
+		connect_qpn(&e->s, &to, h->qpn[i], 7);
+	}
+}
+
+static struct hello hello_of(struct end *e, long rounds)
+{
+	struct hello h = { .magic = HELLO_MAGIC, .rounds = rounds, .addr = (uintptr_t)e->mem,
+			   .rkey = e->mr->rkey, .lid = e->s.lid, .eth = (uint32_t)e->s.eth };
+
+	memcpy(h.gid, e->s.gid.raw, sizeof(h.gid));
+	for (int i = 0; i < SPAIRS; i++)
+		h.qpn[i] = e->qp[i]->qp_num;
+	return h;
+}
+
+/* The stream of bytes of round r, pair i, buffer k (WRITE_K: the WRITE). */
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static uint64_t seed(long r, int i, int k)
+{
+	return mix(((uint64_t)r << 16) ^ ((uint64_t)i << 8) ^ (uint64_t)k) | 1;
+}
+
+static unsigned small_len(long r, int i, int k)
+{
+	return 1 + (unsigned)(mix(seed(r, i, k) ^ 0x5a5a) % SMAX);
+}
+
+static inline uint64_t next(uint64_t x)
+{
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return x;
+}
+
+/* Writes the stream `x` (8 bytes at a time: fast enough for tens of GB). */
+static void gen(uint8_t *p, size_t n, uint64_t x)
+{
 	for (size_t i = 0; i < n; i += 8) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
+		x = next(x);
 		memcpy(p + i, &x, n - i < 8 ? n - i : 8);
 	}
 }
 
+/* Whether p holds the stream `x`'s first n bytes. */
+static int same(const uint8_t *p, size_t n, uint64_t x)
+{
+	for (size_t i = 0; i < n; i += 8) {
+		x = next(x);
+		if (memcmp(p + i, &x, n - i < 8 ? n - i : 8))
+			return 0;
+	}
+	return 1;
+}
+
+static size_t chunk_off(int i)
+{
+	return (size_t)i * ((size_t)CHUNK + SMALL * SMAX);
+}
+
 static uint8_t *chunk(struct end *e, int i)
 {
-	return e->mem + (size_t)i * ((size_t)CHUNK + SMALL * SMAX);
+	return e->mem + chunk_off(i);
 }
 
 static uint8_t *small(struct end *e, int i, int k)
@@ -89,9 +192,20 @@ static uint8_t *small(struct end *e, int i, int k)
 	return chunk(e, i) + CHUNK + (size_t)k * SMAX;
 }
 
+/* Whether the side channel's other end has gone (EOF or an error; data waiting is not). */
+static int peer_gone(int sock)
+{
+	char c;
+	ssize_t n = recv(sock, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
 /* Polls `want` completions from e's CQ (60 s at most), checking each: success, one of e's
- * QPs, and for receives the length `lens` says. Returns the number that were wrong. */
-static int reap(struct end *e, int want, unsigned lens[SPAIRS][SMALL])
+ * QPs, the opcode, and for receives (r >= 0) the length round r sent. Failed completions
+ * are counted by kind in e. With `watch` and a side channel, stops early when the other end
+ * goes away (e->gone). Returns the number that were wrong or missing. */
+static int reap(struct end *e, int want, long r, int watch)
 {
 	int bad = 0;
 	time_t end = time(NULL) + 60;
@@ -103,6 +217,10 @@ static int reap(struct end *e, int want, unsigned lens[SPAIRS][SMALL])
 		if (got < 0)
 			die("ibv_poll_cq");
 		if (!got) {
+			if (watch && e->sock >= 0 && peer_gone(e->sock)) {
+				e->gone = 1;
+				return bad + want - n;
+			}
 			if (time(NULL) > end) {
 				FAIL("stress: %d of %d completions in 60 s", n, want);
 				return bad + want - n;
@@ -113,106 +231,333 @@ static int reap(struct end *e, int want, unsigned lens[SPAIRS][SMALL])
 			int i = (int)(wc[j].wr_id >> 8), k = (int)(wc[j].wr_id & 0xff);
 			int ok = wc[j].status == IBV_WC_SUCCESS && i < SPAIRS && wc[j].qp_num == e->qp[i]->qp_num;
 
-			if (ok && lens && (k >= SMALL || wc[j].byte_len != lens[i][k]))
-				ok = 0;
-			if (!ok) {
-				if (bad++ < 5)
-					FAIL("stress: completion wr_id %#llx status %s qp %u len %u",
-					     (unsigned long long)wc[j].wr_id, ibv_wc_status_str(wc[j].status),
-					     wc[j].qp_num, wc[j].byte_len);
-			}
+			if (ok && r >= 0)
+				ok = k < SMALL && wc[j].opcode == IBV_WC_RECV && wc[j].byte_len == small_len(r, i, k);
+			else if (ok)
+				ok = wc[j].opcode == (k == WRITE_K ? IBV_WC_RDMA_WRITE : IBV_WC_SEND);
+			if (ok)
+				continue;
+			if (wc[j].status == IBV_WC_RETRY_EXC_ERR)
+				e->retry_exc++;
+			else if (wc[j].status == IBV_WC_WR_FLUSH_ERR)
+				e->flushed++;
+			else
+				e->other++;
+			if (bad++ < 5)
+				printf("stress: completion wr_id %#llx status %s qp %u opcode %d len %u\n",
+				       (unsigned long long)wc[j].wr_id, ibv_wc_status_str(wc[j].status), wc[j].qp_num,
+				       wc[j].opcode, wc[j].byte_len);
 		}
 	}
 	return bad;
 }
 
-void check_stress(long rounds)
+/* B: the receives of round r, on zeroed buffers. */
+static void post_recvs(struct end *b)
+{
+	for (int i = 0; i < SPAIRS; i++)
+		for (int k = 0; k < SMALL; k++) {
+			struct ibv_sge rg = { (uintptr_t)small(b, i, k), SMAX, b->mr->lkey };
+			struct ibv_recv_wr rwr = { .wr_id = ((uint64_t)i << 8) | (uint64_t)k, .sg_list = &rg,
+						   .num_sge = 1 }, *rbad;
+
+			memset(small(b, i, k), 0, SMAX);
+			if (ibv_post_recv(b->qp[i], &rwr, &rbad))
+				die("ibv_post_recv");
+		}
+}
+
+/* A: round r's fresh bytes, and on every pair its WRITE and SENDs. */
+static void post_round(struct end *a, long r)
+{
+	for (int i = 0; i < SPAIRS; i++) {
+		gen(chunk(a, i), CHUNK, seed(r, i, WRITE_K));
+		struct ibv_sge sg = { (uintptr_t)chunk(a, i), CHUNK, a->mr->lkey };
+		struct ibv_send_wr w = { .wr_id = ((uint64_t)i << 8) | WRITE_K, .sg_list = &sg, .num_sge = 1,
+					 .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED },
+				   *sbad;
+
+		w.wr.rdma.remote_addr = a->raddr + chunk_off(i);
+		w.wr.rdma.rkey = a->rkey;
+		if (ibv_post_send(a->qp[i], &w, &sbad))
+			die("ibv_post_send WRITE");
+		for (int k = 0; k < SMALL; k++) {
+			gen(small(a, i, k), small_len(r, i, k), seed(r, i, k));
+			struct ibv_sge ss = { (uintptr_t)small(a, i, k), small_len(r, i, k), a->mr->lkey };
+			struct ibv_send_wr sw = { .wr_id = ((uint64_t)i << 8) | (uint64_t)k, .sg_list = &ss,
+						  .num_sge = 1, .opcode = IBV_WR_SEND,
+						  .send_flags = IBV_SEND_SIGNALED };
+
+			if (ibv_post_send(a->qp[i], &sw, &sbad))
+				die("ibv_post_send SEND");
+		}
+	}
+}
+
+/* B: every byte of round r (its destination keeps round r-1's bytes where a WRITE went
+ * missing, which are not round r's). Returns the number of buffers wrong. */
+static int check_round(struct end *b, long r)
+{
+	int bad = 0;
+
+	for (int i = 0; i < SPAIRS; i++) {
+		if (!same(chunk(b, i), CHUNK, seed(r, i, WRITE_K))) {
+			FAIL("stress: round %ld, pair %d: the 2 MiB WRITE's bytes differ", r, i);
+			bad++;
+		}
+		for (int k = 0; k < SMALL; k++)
+			if (!same(small(b, i, k), small_len(r, i, k), seed(r, i, k))) {
+				FAIL("stress: round %ld, pair %d: SEND %d's bytes differ", r, i, k);
+				bad++;
+			}
+	}
+	return bad;
+}
+
+static uint64_t round_bytes(long r)
+{
+	uint64_t n = (uint64_t)SPAIRS * CHUNK;
+
+	for (int i = 0; i < SPAIRS; i++)
+		for (int k = 0; k < SMALL; k++)
+			n += small_len(r, i, k);
+	return n;
+}
+
+static double since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static void progress(long done, long rounds)
+{
+	if (done % 50 == 0 || done == rounds) {
+		printf("stress: %ld/%ld rounds, %ld WRITEs of 2 MiB and %ld SENDs checked\n", done,
+		       rounds == LONG_MAX ? done : rounds, done * SPAIRS, done * SPAIRS * SMALL);
+		fflush(stdout);
+	}
+}
+
+static void summary(long rounds, uint64_t bytes, const struct timespec *t0)
+{
+	double s = since(t0);
+
+	printf("ok stress: %ld WRITEs of 2 MiB and %ld SENDs of 1 B to 4 KiB over %d QP pairs, "
+	       "%.0f MiB in %.1f s (%.1f MiB/s), every byte\n",
+	       rounds * SPAIRS, rounds * SPAIRS * SMALL, SPAIRS, (double)bytes / (1 << 20), s,
+	       (double)bytes / (1 << 20) / s);
+}
+
+/* Both ends in this process: --dev and --dev2. */
+static void stress_local(long rounds)
 {
 	struct end a, b;
-	unsigned lens[SPAIRS][SMALL];
-	long writes = 0, sends = 0;
+	struct hello ha, hb;
 	uint64_t bytes = 0;
-	struct timespec t0, t1;
+	struct timespec t0;
+	long r;
 
 	end_open(&a, dev_a);
 	end_open(&b, dev_b);
-	for (int i = 0; i < SPAIRS; i++) {
-		a.s.qp = a.qp[i];
-		b.s.qp = b.qp[i];
-		connect_qp(&a.s, &b.s, 7);
-		connect_qp(&b.s, &a.s, 7);
-	}
+	ha = hello_of(&a, rounds);
+	hb = hello_of(&b, rounds);
+	end_connect(&a, &hb);
+	end_connect(&b, &ha);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (long r = 0; r < rounds; r++) {
-		for (int i = 0; i < SPAIRS; i++) {
-			/* B's copy keeps the last round's bytes: a WRITE that went missing
-			 * leaves them, which differ from this round's. */
-			fill_fast(chunk(&a, i), CHUNK);
-			for (int k = 0; k < SMALL; k++) {
-				struct ibv_sge rg = { (uintptr_t)small(&b, i, k), SMAX, b.mr->lkey };
-				struct ibv_recv_wr rwr = { .wr_id = ((uint64_t)i << 8) | (uint64_t)k, .sg_list = &rg,
-							   .num_sge = 1 }, *rbad;
-
-				lens[i][k] = 1 + (unsigned)rand() % SMAX;
-				fill_fast(small(&a, i, k), lens[i][k]);
-				memset(small(&b, i, k), 0, SMAX);
-				if (ibv_post_recv(b.qp[i], &rwr, &rbad))
-					die("ibv_post_recv");
-			}
-			struct ibv_sge sg = { (uintptr_t)chunk(&a, i), CHUNK, a.mr->lkey };
-			struct ibv_send_wr w = { .wr_id = ((uint64_t)i << 8) | 0xff, .sg_list = &sg, .num_sge = 1,
-						 .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED },
-					   *sbad;
-
-			w.wr.rdma.remote_addr = (uintptr_t)chunk(&b, i);
-			w.wr.rdma.rkey = b.mr->rkey;
-			if (ibv_post_send(a.qp[i], &w, &sbad))
-				die("ibv_post_send WRITE");
-			for (int k = 0; k < SMALL; k++) {
-				struct ibv_sge ss = { (uintptr_t)small(&a, i, k), lens[i][k], a.mr->lkey };
-				struct ibv_send_wr sw = { .wr_id = ((uint64_t)i << 8) | (uint64_t)k, .sg_list = &ss,
-							  .num_sge = 1, .opcode = IBV_WR_SEND,
-							  .send_flags = IBV_SEND_SIGNALED };
-
-				if (ibv_post_send(a.qp[i], &sw, &sbad))
-					die("ibv_post_send SEND");
-			}
-		}
-		int bad = reap(&a, SPAIRS * (SMALL + 1), NULL) + reap(&b, SPAIRS * SMALL, lens);
-
-		for (int i = 0; i < SPAIRS; i++) {
-			if (memcmp(chunk(&a, i), chunk(&b, i), CHUNK)) {
-				FAIL("stress: round %ld, pair %d: the 2 MiB WRITE's bytes differ", r, i);
-				bad++;
-			}
-			for (int k = 0; k < SMALL; k++)
-				if (memcmp(small(&a, i, k), small(&b, i, k), lens[i][k])) {
-					FAIL("stress: round %ld, pair %d: SEND %d's bytes differ", r, i, k);
-					bad++;
-				}
-		}
-		if (bad) {
+	for (r = 0; r < rounds; r++) {
+		post_recvs(&b);
+		post_round(&a, r);
+		if (reap(&a, SPAIRS * (SMALL + 1), -1, 0) + reap(&b, SPAIRS * SMALL, r, 0) + check_round(&b, r)) {
 			FAIL("stress: round %ld of %ld failed; stopping", r + 1, rounds);
 			break;
 		}
-		writes += SPAIRS;
-		sends += SPAIRS * SMALL;
-		bytes += (uint64_t)SPAIRS * CHUNK;
-		for (int i = 0; i < SPAIRS; i++)
-			for (int k = 0; k < SMALL; k++)
-				bytes += lens[i][k];
-		if ((r + 1) % 50 == 0 || r + 1 == rounds) {
-			printf("stress: %ld/%ld rounds, %ld WRITEs of 2 MiB and %ld SENDs checked\n", r + 1,
-			       rounds, writes, sends);
-			fflush(stdout);
-		}
+		bytes += round_bytes(r);
+		progress(r + 1, rounds);
 	}
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-	if (writes == (long)SPAIRS * rounds)
-		printf("ok stress: %ld WRITEs of 2 MiB and %ld SENDs of 1 B to 4 KiB over %d QP pairs, "
-		       "%.0f MiB in %.1f s (%.1f MiB/s), every byte\n",
-		       writes, sends, SPAIRS, (double)bytes / (1 << 20), s, (double)bytes / (1 << 20) / s);
+	if (r == rounds)
+		summary(rounds, bytes, &t0);
 	end_close(&a);
 	end_close(&b);
+}
+
+static int send_all(int fd, const void *p, size_t n)
+{
+	for (const char *c = p; n;) {
+		ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+
+		if (w <= 0)
+			return -1;
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int recv_all(int fd, void *p, size_t n)
+{
+	for (char *c = p; n;) {
+		ssize_t got = recv(fd, c, n, 0);
+
+		if (got <= 0)
+			return -1;
+		c += got;
+		n -= (size_t)got;
+	}
+	return 0;
+}
+
+/* B: listens on `port`, takes one connection. */
+static int accept_one(const char *port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port)) };
+	int one = 1, l = socket(AF_INET, SOCK_STREAM, 0), fd;
+
+	if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(l, (struct sockaddr *)&sa, sizeof(sa)) || listen(l, 1))
+		die("listen");
+	printf("stress: listening on port %s\n", port);
+	fflush(stdout);
+	fd = accept(l, NULL, NULL);
+	if (fd < 0)
+		die("accept");
+	close(l);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+/* A: connects to HOST:PORT, retrying for 300 s (the other machine may still be booting). */
+static int connect_to(const char *peer)
+{
+	char host[256];
+	const char *colon = strrchr(peer, ':');
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *ai;
+	int one = 1;
+
+	if (!colon || (size_t)(colon - peer) >= sizeof(host)) {
+		fprintf(stderr, "--peer wants HOST:PORT, not %s\n", peer);
+		exit(2);
+	}
+	memcpy(host, peer, (size_t)(colon - peer));
+	host[colon - peer] = 0;
+	if (getaddrinfo(host, colon + 1, &hints, &ai)) {
+		fprintf(stderr, "cannot resolve %s\n", peer);
+		exit(2);
+	}
+	for (int tries = 0; tries < 3000; tries++) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+		if (fd < 0)
+			die("socket");
+		if (!connect(fd, ai->ai_addr, ai->ai_addrlen)) {
+			freeaddrinfo(ai);
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+			return fd;
+		}
+		close(fd);
+		usleep(100000);
+	}
+	die(peer);
+	return -1;
+}
+
+/* One end of two machines'. rounds < 0: until the other end is killed. */
+static void stress_net(long rounds)
+{
+	int until_killed = rounds < 0, is_b = net_listen != NULL;
+	struct end e;
+	struct hello mine, theirs;
+	uint64_t bytes = 0;
+	struct timespec t0;
+	int64_t go = 0;
+	long r;
+
+	if (until_killed)
+		rounds = LONG_MAX;
+	end_open(&e, dev_a);
+	e.sock = is_b ? accept_one(net_listen) : connect_to(net_peer);
+	mine = hello_of(&e, rounds);
+	if (send_all(e.sock, &mine, sizeof(mine)) || recv_all(e.sock, &theirs, sizeof(theirs)))
+		die("stress: the hello");
+	if (theirs.magic != HELLO_MAGIC || theirs.rounds != rounds) {
+		FAIL("stress: the other end wants %lld rounds (magic %#llx), not %ld", (long long)theirs.rounds,
+		     (unsigned long long)theirs.magic, rounds);
+		end_close(&e);
+		return;
+	}
+	end_connect(&e, &theirs);
+	printf("stress: connected as %s, transferring\n", is_b ? "B (receiving, checking)" : "A (sending)");
+	fflush(stdout);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (r = 0; r < rounds; r++) {
+		int bad;
+
+		if (is_b) {
+			post_recvs(&e);
+			go = r;
+			if (send_all(e.sock, &go, sizeof(go))) {
+				e.gone = 1;
+				break;
+			}
+			bad = reap(&e, SPAIRS * SMALL, r, 1);
+			if (!bad)
+				bad = check_round(&e, r);
+		} else {
+			if (recv_all(e.sock, &go, sizeof(go))) {
+				e.gone = 1;
+				break;
+			}
+			if (go != r) {
+				FAIL("stress: B found round %lld wrong", (long long)(-1 - go));
+				break;
+			}
+			post_round(&e, r);
+			bad = reap(&e, SPAIRS * (SMALL + 1), -1, 0);
+		}
+		if (bad || e.gone)
+			break;
+		bytes += round_bytes(r);
+		progress(r + 1, rounds);
+	}
+	if (until_killed) {
+		/* The other end died: A's transfers in flight end in retry-exceeded (the rest of
+		 * each QP's flushed), or the side channel closes between rounds; B sees the side
+		 * channel close. Anything else is a failure. */
+		int ok = e.other == 0 && (e.gone || (!is_b && e.retry_exc > 0));
+
+		if (ok)
+			printf("ok peer gone in round %ld: %d completions RETRY_EXC_ERR, %d WR_FLUSH_ERR%s\n", r,
+			       e.retry_exc, e.flushed, e.gone ? ", the side channel closed" : "");
+		else
+			FAIL("stress: round %ld ended with %d other error completions (%d retry-exceeded, %d flushed, "
+			     "side channel %s)",
+			     r, e.other, e.retry_exc, e.flushed, e.gone ? "closed" : "open");
+	} else if (r < rounds) {
+		FAIL("stress: round %ld of %ld failed%s; stopping", r + 1, rounds,
+		     e.gone ? " (the other end went away)" : "");
+		if (is_b && !e.gone) {
+			go = -1 - r;
+			send_all(e.sock, &go, sizeof(go));
+		}
+	} else {
+		/* B's last word: the last round checked. */
+		go = rounds;
+		if (is_b ? send_all(e.sock, &go, sizeof(go)) : (recv_all(e.sock, &go, sizeof(go)) || go != rounds))
+			FAIL("stress: no word from B that the last round was right");
+		else
+			summary(rounds, bytes, &t0);
+	}
+	end_close(&e);
+}
+
+void check_stress(long rounds)
+{
+	if (net_listen || net_peer)
+		stress_net(rounds);
+	else if (rounds < 0)
+		FAIL("stress-until-killed wants two machines (--listen or --peer)");
+	else
+		stress_local(rounds);
 }

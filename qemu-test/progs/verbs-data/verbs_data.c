@@ -37,7 +37,11 @@
  *              fields, Q_Key checks, refusals: see ud.c
  *   stress[=N] N rounds (default 625) of 16 QP pairs between --dev and --dev2, each a
  *              fresh 2 MiB RDMA WRITE and four SENDs of up to 4 KiB: every byte; see
- *              stress.c
+ *              stress.c. Between two machines: --listen PORT (this end receives and
+ *              checks) on one, --peer HOST:PORT (this end sends) on the other, --dev each
+ *   stress-until-killed  the same between two machines until one end is killed; the
+ *              other reports how its transfers ended (stress.c)
+ *   --retry N  the QPs' retry_cnt (default 7)
  * On an Ethernet (RoCE) port the QPs are addressed by GRH: the RoCE v2 GID of the port's
  * IPv4 address.
  * Prints a line per check; exits 0 only when all held.
@@ -63,6 +67,8 @@
 const char *dev_a = "ordma0", *dev_b = "ordma0", *mem_kind = "4k";
 int failures;
 enum ibv_qp_type qp_kind = IBV_QPT_RC;
+int qp_timeout = 14, qp_retry_cnt = 7;
+const char *net_listen, *net_peer;
 
 struct ibv_context *open_dev(const char *name)
 {
@@ -214,9 +220,11 @@ void side_close(struct side *s)
 	ibv_close_device(s->ctx);
 }
 
-/* RESET -> INIT -> RTR -> RTS towards `to`, PSNs 0x100 + qpn so each pair has its own; a UC
- * QP (qp_kind) with UC's attributes only (no timeout, retries, RNR timer, depths). */
-void connect_qp(struct side *s, struct side *to, int rnr_retry)
+/* RESET -> INIT -> RTR -> RTS towards QP `qpn` of `to` (its port's address: LID, or GID on
+ * an Ethernet port), PSNs 0x100 + qpn so each pair has its own; a UC QP (qp_kind) with UC's
+ * attributes only (no timeout, retries, RNR timer, depths). Transport timer and retries:
+ * qp_timeout and qp_retry_cnt. */
+void connect_qpn(struct side *s, struct side *to, uint32_t qpn, int rnr_retry)
 {
 	int uc = s->qp->qp_type == IBV_QPT_UC;
 
@@ -227,8 +235,8 @@ void connect_qp(struct side *s, struct side *to, int rnr_retry)
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = IBV_MTU_4096;
-	a.dest_qp_num = to->qp->qp_num;
-	a.rq_psn = 0x100 + to->qp->qp_num;
+	a.dest_qp_num = qpn;
+	a.rq_psn = 0x100 + qpn;
 	a.max_dest_rd_atomic = 1;
 	a.min_rnr_timer = 1; /* 0.01 ms */
 	set_av(&a.ah_attr, s, to);
@@ -238,8 +246,8 @@ void connect_qp(struct side *s, struct side *to, int rnr_retry)
 		die("modify to RTR");
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
+	a.timeout = (uint8_t)qp_timeout;
+	a.retry_cnt = (uint8_t)qp_retry_cnt;
 	a.rnr_retry = rnr_retry;
 	a.sq_psn = 0x100 + s->qp->qp_num;
 	a.max_rd_atomic = 1;
@@ -247,6 +255,11 @@ void connect_qp(struct side *s, struct side *to, int rnr_retry)
 					     (uc ? 0 : IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 							       IBV_QP_MAX_QP_RD_ATOMIC)))
 		die("modify to RTS");
+}
+
+void connect_qp(struct side *s, struct side *to, int rnr_retry)
+{
+	connect_qpn(s, to, to->qp->qp_num, rnr_retry);
 }
 
 /* One completion from s's CQ within 20 s, or a zeroed wc with status -1. */
@@ -639,12 +652,18 @@ int verbs_data_main(int argc, char **argv)
 			dev_b = argv[i + 1];
 		else if (!strcmp(argv[i], "--mem"))
 			mem_kind = argv[i + 1];
+		else if (!strcmp(argv[i], "--listen"))
+			net_listen = argv[i + 1];
+		else if (!strcmp(argv[i], "--peer"))
+			net_peer = argv[i + 1];
+		else if (!strcmp(argv[i], "--retry"))
+			qp_retry_cnt = atoi(argv[i + 1]);
 		else
 			break;
 	}
 	if (i >= argc) {
 		fprintf(stderr, "usage: %s [--dev A] [--dev2 B] [--mem 4k|huge:PATH|dmabuf] "
-				"transfers|errors|rnr|events|many|many-2m|shared|levels|stale|drain|quirks|"
+				"[--listen PORT|--peer HOST:PORT] [--retry N] transfers|errors|rnr|events|many|many-2m|shared|levels|stale|drain|quirks|"
 				"srq|srq-events|srq-errnos|srq-hold|atomics|uc|ud|stress[=N]...\n", argv[0]);
 		return 2;
 	}
@@ -691,6 +710,8 @@ int verbs_data_main(int argc, char **argv)
 			check_stress(625);
 		else if (!strncmp(argv[i], "stress=", 7))
 			check_stress(atol(argv[i] + 7));
+		else if (!strcmp(argv[i], "stress-until-killed"))
+			check_stress(-1);
 		else {
 			fprintf(stderr, "unknown check %s\n", argv[i]);
 			return 2;

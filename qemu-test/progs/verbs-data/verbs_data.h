@@ -15,6 +15,8 @@
 extern const char *dev_a, *dev_b, *mem_kind;
 extern int failures;
 extern enum ibv_qp_type qp_kind; /* the QPs side_open makes (IBV_QPT_RC by default) */
+extern int qp_timeout, qp_retry_cnt; /* connect_qp's transport timer and retries */
+extern const char *net_listen, *net_peer; /* stress between two machines: --listen, --peer */
 
 #define FAIL(...)                                                                          \
 	do {                                                                               \
@@ -55,6 +57,7 @@ void side_port(struct side *s);
 void set_av(struct ibv_ah_attr *ah, struct side *from, struct side *to);
 void side_close(struct side *s);
 void connect_qp(struct side *s, struct side *to, int rnr_retry);
+void connect_qpn(struct side *s, struct side *to, uint32_t qpn, int rnr_retry);
 struct ibv_wc poll_one(struct side *s);
 int expect_wc(struct side *s, const char *what, uint64_t wr_id, enum ibv_wc_status st,
 	      int opcode, int64_t byte_len);
