@@ -205,9 +205,18 @@ guest() {
 	# harness sends the request to that model (ordma-model ctl, its --control socket), writes the
 	# reply line to resp-<id> (a temporary name, then mv) and removes the request. With several
 	# guests, "segment <request words>" goes to the segment's hub (segment.py ctl).
+	# With several guests, a guest powered off mid-run (pulling its plug): it creates
+	# /ordma/results/control/poweroff; the harness kills its QEMU and its NIC models at once,
+	# and the guest's verdict is the others' (its kernel log is still checked up to then).
 	mkdir -p "$R/control"
 	(
 		while kill -0 "$QPID" 2>/dev/null; do
+			if [ "$VMS" -gt 1 ] && [ -e "$R/control/poweroff" ]; then
+				touch "/tmp/vm$i.powered-off"
+				kill -KILL "$QPID" "${NIC_PIDS[@]}" 2>/dev/null || true
+				log "powered off (the guest asked for it): QEMU and its NIC models killed"
+				break
+			fi
 			for f in "$R"/control/kill-nic*; do
 				[ -e "$f" ] || continue
 				j=${f##*kill-nic}
@@ -288,6 +297,11 @@ guest() {
 		sed -n "${first},$((first + 59))p" "$KLOG" >&2
 	else
 		rm -f "$R/kernel-splats.txt"
+	fi
+	if [ -e "/tmp/vm$i.powered-off" ]; then
+		log "POWERED OFF on request: the run's verdict is the other guests'"
+		[ -z "$splat" ] || exit 126
+		exit 0
 	fi
 	if [ -e "/tmp/vm$i.boot-hung" ]; then
 		log "BOOT HANG: the guest did not reach its init within ${BOOT_LIMIT}s (see boot-hang.txt):"

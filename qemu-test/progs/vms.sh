@@ -14,6 +14,8 @@
 #   vm_pair NAME PORT CMD...  the same command as vm0's server and vm1's client
 #   vm_flag NAME / vm_wait_flag NAME [SECONDS]: a flag in /ordma/shared, and waiting for it
 #   seg_ctl WORDS, seg_counter NAME: the segment, failing on request (below)
+#   vm_poweroff               this guest powered off at once by the harness (its QEMU and
+#                             NIC models killed, as pulling the plug); does not return
 # Needs qemu-test/progs/server-client.sh's wait_listen.
 [ -n "${ORDMA_VM:-}" ] && [ -d /ordma/shared ] || { echo "FAIL: not a guest of qemu-test/run --vms"; exit 1; }
 VM_SHARED=/ordma/shared
@@ -21,6 +23,12 @@ vm_ip() { echo "10.0.0.$(($1 + 1))"; }
 vm_flag() {
 	: >"$VM_SHARED/.$1.tmp"
 	mv "$VM_SHARED/.$1.tmp" "$VM_SHARED/$1"
+}
+vm_poweroff() {
+	: >/ordma/results/control/.poweroff.tmp
+	mv /ordma/results/control/.poweroff.tmp /ordma/results/control/poweroff
+	sleep 600
+	fail "the harness did not power this guest off"
 }
 vm_wait_flag() {
 	local _

@@ -13,8 +13,8 @@
  * for round r are posted and round r-1 is checked (or a failure), and A's round.
  * stress-until-killed runs rounds until one end dies (the test kills it); the other end
  * reports how its transfers ended: A with retry-exceeded and flushed completions (or the
- * side channel closing between rounds), B with the side channel closing; anything else is
- * a failure. Progress every 50 rounds; one summary line with the counts and the time.
+ * side channel closing between rounds, or silent for 30 s: a peer that lost power), B with
+ * the side channel closing; anything else is a failure. Progress every 50 rounds; one summary line with the counts and the time.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -409,6 +410,17 @@ static int recv_all(int fd, void *p, size_t n)
 	return 0;
 }
 
+/* The side channel's socket: no Nagle; a read waits 30 s at most, so that an end whose
+ * peer lost power (no FIN, no RST ever comes) takes the silence for the peer gone. */
+static void channel_opts(int fd)
+{
+	int one = 1;
+	struct timeval t = { .tv_sec = 30 };
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &t, sizeof(t));
+}
+
 /* B: listens on `port`, takes one connection. */
 static int accept_one(const char *port)
 {
@@ -424,7 +436,7 @@ static int accept_one(const char *port)
 	if (fd < 0)
 		die("accept");
 	close(l);
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	channel_opts(fd);
 	return fd;
 }
 
@@ -434,7 +446,6 @@ static int connect_to(const char *peer)
 	char host[256];
 	const char *colon = strrchr(peer, ':');
 	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *ai;
-	int one = 1;
 
 	if (!colon || (size_t)(colon - peer) >= sizeof(host)) {
 		fprintf(stderr, "--peer wants HOST:PORT, not %s\n", peer);
@@ -453,7 +464,7 @@ static int connect_to(const char *peer)
 			die("socket");
 		if (!connect(fd, ai->ai_addr, ai->ai_addrlen)) {
 			freeaddrinfo(ai);
-			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+			channel_opts(fd);
 			return fd;
 		}
 		close(fd);
@@ -529,7 +540,7 @@ static void stress_net(long rounds)
 
 		if (ok)
 			printf("ok peer gone in round %ld: %d completions RETRY_EXC_ERR, %d WR_FLUSH_ERR%s\n", r,
-			       e.retry_exc, e.flushed, e.gone ? ", the side channel closed" : "");
+			       e.retry_exc, e.flushed, e.gone ? ", the side channel closed or silent" : "");
 		else
 			FAIL("stress: round %ld ended with %d other error completions (%d retry-exceeded, %d flushed, "
 			     "side channel %s)",

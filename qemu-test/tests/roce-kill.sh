@@ -1,0 +1,142 @@
+#!/bin/bash
+# VM test: crashes mid-transfer between machines. Three guests (--vms 3), one Ethernet
+# ordma NIC each; qemu-test/progs/verbs-data's stress-until-killed between two of them (16
+# RC QP pairs, 2 MiB WRITEs and SENDs, every byte checked; QPs with retry_cnt 1). An end
+# that survives must end its run by itself, without a hang: the sender with RETRY_EXC_ERR
+# completions (each QP's other work flushed) or its side channel closing (or silent for
+# 30 s) between rounds, the receiver with the side channel closing; any other error
+# completion fails.
+# 1. vm2, receiving from vm0, is powered off mid-transfer (the harness kills its QEMU and
+#    NIC model, on request): vm0's sender ends by itself.
+# 2. 100 times, vm0 sending to vm1, one end (vm0's and vm1's in turn) is killed with
+#    SIGKILL a random 0-400 ms into its transfers; afterwards neither NIC holds a PD, MR,
+#    CQ or QP and neither machine has a page left pinned.
+# 3. vm1's NIC model is killed mid-transfer (the harness, on request): vm0's sender ends by
+#    itself, its NIC holds nothing, no page stays pinned; on vm1, a verbs process holding
+#    the device gets IBV_EVENT_DEVICE_FATAL (the driver finds the NIC dead when a command
+#    goes unanswered: the killed receiver's teardown), the dead NIC's unbind completes and
+#    releases every pinned page, and ordma unloads.
+# nics: 1
+# run-args: --vms 3
+# run-args: --link-layer ethernet
+# fresh-vm: yes
+# timeout: 1500
+set -euo pipefail
+fail() { echo "FAIL: $*"; exit 1; }
+P=/ordma/src/qemu-test/progs
+source $P/nic-control.sh
+source $P/server-client.sh
+source $P/vms.sh
+source $P/pins.sh
+[ "$ORDMA_VMS" = 3 ] || fail "wants three guests (--vms 3), not $ORDMA_VMS"
+VD=/ordma/payload/ordma-verbs-data
+[ -x $VD ] || fail "no ordma-verbs-data in the payload (the provider-build step builds it)"
+objects() { nic_ctl 0 status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*'; }
+N=${ORDMA_KILLS:-100}
+pins0=$(pins)
+
+# 1. vm2 powered off mid-transfer.
+case $ORDMA_VM in
+0)
+	$VD --dev ordma0 --retry 1 --peer "$(vm_ip 2):18950" stress-until-killed >/tmp/off.out 2>&1 &
+	pid=$!
+	rc=0
+	timeout 120 tail --pid=$pid -f /dev/null || { kill -9 $pid; cat /tmp/off.out; fail "the survivor of a powered-off peer hung"; }
+	wait $pid || rc=$?
+	cat /tmp/off.out
+	grep -q '^ok peer gone' /tmp/off.out && [ $rc = 0 ] || fail "the survivor of a powered-off peer ended with $rc"
+	[ "$(objects)" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "vm0's NIC still holds $(objects)"
+	echo "ok: vm2 powered off mid-transfer; vm0's transfers ended by themselves"
+	vm_flag poweroff-done
+	;;
+1) vm_wait_flag poweroff-done 300 || fail "vm0 did not finish with vm2" ;;
+2)
+	$VD --dev ordma0 --retry 1 --listen 18950 stress-until-killed >/tmp/off.out 2>&1 &
+	for _ in $(seq 600); do grep -q transferring /tmp/off.out && break; sleep 0.1; done
+	grep -q transferring /tmp/off.out || { cat /tmp/off.out; fail "no transfer with vm0"; }
+	sleep 0.3
+	echo "vm2: powering off mid-transfer"
+	vm_poweroff
+	;;
+esac
+
+# 2. Processes killed mid-transfer, 100 times.
+case $ORDMA_VM in
+0) args=(--peer "$(vm_ip 1):18900") ;;
+1) args=(--listen 18900) ;;
+esac
+
+killed=0 retry=0 closed=0
+for it in $(seq "$N"); do
+	out=/tmp/kill.$it.out
+	$VD --dev ordma0 --retry 1 "${args[@]}" stress-until-killed >"$out" 2>&1 &
+	pid=$!
+	if [ $((it % 2)) = "$ORDMA_VM" ]; then
+		# The victim: once both ends transfer, a random moment later, SIGKILL.
+		for _ in $(seq 600); do
+			grep -q transferring "$out" && break
+			kill -0 $pid 2>/dev/null || { cat "$out"; fail "run $it: ended before it transferred"; }
+			sleep 0.1
+		done
+		grep -q transferring "$out" || { kill -9 $pid; cat "$out"; fail "run $it: no transfer in 60 s"; }
+		sleep "$(printf 0.%03d $((RANDOM % 400)))"
+		kill -9 $pid
+		wait $pid 2>/dev/null || true
+		killed=$((killed + 1))
+	else
+		# The survivor: ends by itself, within 60 s of the other end's death.
+		rc=0
+		timeout 120 tail --pid=$pid -f /dev/null || { kill -9 $pid; cat "$out"; fail "run $it: the survivor hung"; }
+		wait $pid || rc=$?
+		grep -q '^ok peer gone' "$out" && [ $rc = 0 ] || { cat "$out"; fail "run $it: the survivor ended with $rc"; }
+		if grep -q '^ok peer gone.* [1-9][0-9]* completions RETRY_EXC_ERR' "$out"; then
+			retry=$((retry + 1))
+		else
+			closed=$((closed + 1))
+		fi
+		[ "$it" -gt 2 ] || cat "$out"
+	fi
+	rm -f "$out"
+	[ $((it % 20)) != 0 ] || echo "vm$ORDMA_VM: $it of $N runs"
+done
+echo "vm$ORDMA_VM: killed $killed times; survived $((retry + closed)) kills: $retry ended in RETRY_EXC_ERR, $closed by the side channel closing"
+[ "$ORDMA_VM" = 1 ] || [ $retry -gt 0 ] || fail "vm0's transfers never ended in RETRY_EXC_ERR"
+vm_flag "kill-done.$ORDMA_VM"
+vm_wait_flag "kill-done.$((1 - ORDMA_VM))" 300 || fail "the other guest did not finish"
+[ "$(objects)" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "vm$ORDMA_VM's NIC still holds $(objects)"
+[ $(($(pins) - pins0)) -le $SLACK ] || fail "vm$ORDMA_VM: $(($(pins) - pins0)) pages still pinned"
+echo "ok: $N processes killed mid-transfer between two machines; every survivor ended by itself; nothing left on either NIC"
+
+# 3. A NIC model killed mid-transfer: vm1's.
+$VD --dev ordma0 --retry 1 "${args[@]}" stress-until-killed >/tmp/dies.out 2>&1 &
+pid=$!
+if [ "$ORDMA_VM" = 1 ]; then
+	python3 $P/async_events.py ordma0 --wait 120 --ignore "GID table change" "local catastrophic error" >/tmp/ev.out 2>&1 &
+	waiter=$!
+	for _ in $(seq 600); do grep -q '^ready' /tmp/ev.out && grep -q transferring /tmp/dies.out && break; sleep 0.1; done
+	grep -q transferring /tmp/dies.out || { cat /tmp/dies.out /tmp/ev.out; fail "no transfer before the NIC's death"; }
+	sleep 0.3
+	kill_nic 0
+	echo "vm1: NIC model 0 killed mid-transfer"
+	kill -9 $pid
+	wait $pid 2>/dev/null || true
+	rc=0
+	wait $waiter || rc=$?
+	cat /tmp/ev.out
+	[ $rc = 0 ] && grep -q '^event local catastrophic error' /tmp/ev.out || fail "no IBV_EVENT_DEVICE_FATAL on vm1"
+	nic=$(basename "$(readlink -f /sys/class/infiniband/ordma0/device)")
+	timeout 120 sh -c "echo $nic >/sys/bus/pci/drivers/ordma/unbind" || fail "unbind of the dead NIC failed or hung"
+	[ $(($(pins) - pins0)) -le $SLACK ] || fail "vm1: $(($(pins) - pins0)) pages still pinned after unbind"
+	rmmod ordma || fail "rmmod after the NIC died"
+	echo "ok: vm1's NIC died mid-transfer: IBV_EVENT_DEVICE_FATAL, unbind, nothing pinned, rmmod"
+else
+	rc=0
+	timeout 120 tail --pid=$pid -f /dev/null || { kill -9 $pid; cat /tmp/dies.out; fail "the survivor of a dead NIC hung"; }
+	wait $pid || rc=$?
+	cat /tmp/dies.out
+	grep -q '^ok peer gone' /tmp/dies.out && [ $rc = 0 ] || fail "the survivor of a dead NIC ended with $rc"
+	[ "$(objects)" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "vm0's NIC still holds $(objects)"
+	[ $(($(pins) - pins0)) -le $SLACK ] || fail "vm0: $(($(pins) - pins0)) pages still pinned"
+	echo "ok: vm1's NIC died mid-transfer; vm0's transfers ended by themselves"
+fi
+echo "PASS: roce-kill (vm$ORDMA_VM)"
