@@ -37,19 +37,35 @@ mac() { printf '02:6f:72:64:00:%02x' $(($1 + 1)); }
 netdev_of() { ip -br link | awk -v m="$(mac "$1")" '$3 == m { print $1 }'; }
 # What `rdma link` names as the netdev of DEV's port 1 (empty for none).
 rdma_netdev() { rdma link show "$1/1" | grep -o 'netdev [^ ]*' | cut -d' ' -f2 || true; }
-# A GID as sysfs prints it: an IPv4 address mapped, an IPv6 one in full.
-gid_of() { python3 -c 'import ipaddress, sys
-a = ipaddress.ip_address(sys.argv[1])
-b = (b"\0" * 10 + b"\xff\xff" + a.packed) if a.version == 4 else a.packed
-print(":".join(b[i:i + 2].hex() for i in range(0, 16, 2)))' "$1"; }
+# A GID as sysfs prints it: an IPv4 address mapped, an IPv6 one in full. Bash alone, as
+# the table's reads below: a process per GID entry costs seconds on the debug kernel.
+gid_of() {
+	local a=$1 head tail h=() t=() w=() n
+	if [[ $a != *:* ]]; then
+		IFS=. read -r -a w <<<"$a"
+		printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "${w[@]}"
+		return
+	fi
+	head=$a tail=
+	[[ $a != *::* ]] || { head=${a%%::*}; tail=${a#*::}; }
+	[ -z "$head" ] || IFS=: read -r -a h <<<"$head"
+	[ -z "$tail" ] || IFS=: read -r -a t <<<"$tail"
+	w=("${h[@]}")
+	for ((n = ${#h[@]} + ${#t[@]}; n < 8; n++)); do w+=(0); done
+	w+=("${t[@]}")
+	printf '%04x:%04x:%04x:%04x:%04x:%04x:%04x:%04x\n' $(for n in "${w[@]}"; do echo $((16#$n)); done)
+}
 # The index of GID G in DEV's table with type RoCE v2 and netdev ND; empty if none.
 gid_index() {
-	local dev=$1 g=$2 nd=$3 f i s=/sys/class/infiniband/$1/ports/1
+	local g=$2 nd=$3 f i v s=/sys/class/infiniband/$1/ports/1
 	for f in "$s"/gids/*; do
 		i=${f##*/}
-		[ "$(cat "$f")" = "$g" ] || continue
-		[ "$(cat "$s/gid_attrs/types/$i" 2>/dev/null)" = "RoCE v2" ] || continue
-		[ "$(cat "$s/gid_attrs/ndevs/$i" 2>/dev/null)" = "$nd" ] || continue
+		read -r v <"$f" || continue
+		[ "$v" = "$g" ] || continue
+		read -r v <"$s/gid_attrs/types/$i" 2>/dev/null || continue
+		[ "$v" = "RoCE v2" ] || continue
+		read -r v <"$s/gid_attrs/ndevs/$i" 2>/dev/null || continue
+		[ "$v" = "$nd" ] || continue
 		echo "$i"
 		return
 	done
