@@ -3,6 +3,9 @@
 # between two NICs on one wire) and over soft-RoCE in the same VM
 # (qemu-test/bench/perftest.sh), then a table with ordma's ratios to soft-RoCE:
 # bench-results/<time>/table.md (raw outputs in bench/, bench-results/latest points at it).
+# Then two guests with an Ethernet ordma NIC each (qemu-test/bench/roce.sh): perftest by GID
+# between the machines, ordma to ordma on a clean wire and at 0.1% and 1% loss, ordma to
+# soft-RoCE and soft-RoCE to soft-RoCE: table-vms.md, plot-vms.png.
 # A benchmark, not a test: it fails only if the VM or a tool fails.
 source "$(dirname "$0")/lib.sh"
 need_root_user
@@ -35,6 +38,32 @@ END {
 cat "$R/table.md"
 log "table: $R/table.md (ratios: bandwidth ordma/soft-RoCE, latency soft-RoCE/ordma; above 1 is ordma ahead)"
 
+# Between two machines.
+VMS_OK=
+if "$ORDMA_SRC/qemu-test/run" --vms 2 --link-layer ethernet --timeout 3000 --results "$R/vms" -- \
+	bash /ordma/src/qemu-test/bench/roce.sh && [ -s "$R/vms/vm1/bench/results.tsv" ]; then
+	VMS_OK=1
+	tail -n +2 "$R/vms/vm1/bench/results.tsv" >>"$R/results.tsv"
+	awk -F'\t' '
+	NR == 1 { next }
+	{ key = $1 "\t" $2 "\t" $5; if (!(key in seen)) { seen[key] = 1; order[n++] = key }
+	  v[key, $3] = $4 }
+	function ratio(a, b, lat) { if (a + 0 <= 0 || b + 0 <= 0) return "-"; return sprintf("%.2f", lat ? a / b : b / a) }
+	END {
+	  print "| test | bytes | soft-RoCE to soft-RoCE | ordma to soft-RoCE | ordma to ordma | 0.1% loss | 1% loss | unit | ordma vs soft-RoCE |"
+	  print "|---|---|---|---|---|---|---|---|---|"
+	  for (i = 0; i < n; i++) {
+	    k = order[i]; split(k, t, "\t"); lat = t[3] != "MiB/s"
+	    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s× |\n", t[1], t[2], v[k, "rxe-rxe"], v[k, "ordma-rxe"],
+	      v[k, "vms"], v[k, "vms-0.1"], v[k, "vms-1"], t[3], ratio(v[k, "rxe-rxe"], v[k, "vms"], lat)
+	  }
+	}' "$R/vms/vm1/bench/results.tsv" >"$R/table-vms.md"
+	cat "$R/table-vms.md"
+	log "table: $R/table-vms.md (two guests, by GID; ratio: ordma to ordma against soft-RoCE to soft-RoCE)"
+else
+	log "the two-guest benchmark failed (see $R/vms); the one-VM table stands"
+fi
+
 # The plot, with matplotlib on the host: the host's own if it has it, else a virtualenv in
 # the cache (ORDMA_CACHE/bench-venv, matplotlib from PyPI, made once). Without it the table
 # and the TSV still stand.
@@ -52,4 +81,11 @@ if "$PY" "$ORDMA_SRC/qemu-test/bench/plot.py" "$R/results.tsv" "$R/plot.png"; th
 	log "plot: $R/plot.png"
 else
 	log "the plot failed (the table and results.tsv are in $R)"
+fi
+if [ -n "$VMS_OK" ]; then
+	if "$PY" "$ORDMA_SRC/qemu-test/bench/plot.py" "$R/results.tsv" "$R/plot-vms.png" vms; then
+		log "plot: $R/plot-vms.png"
+	else
+		log "the two-guest plot failed (the table and results.tsv are in $R)"
+	fi
 fi

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """`make bench`'s picture: bandwidth and latency against message size.
 
-    plot.py RESULTS.TSV OUT.PNG
+    plot.py RESULTS.TSV OUT.PNG [vms]
 
-RESULTS.TSV is qemu-test/bench/perftest.sh's table (test, bytes, device, value, unit). Left:
+RESULTS.TSV is qemu-test/bench/perftest.sh's table (test, bytes, device, value, unit), with
+qemu-test/bench/roce.sh's rows after it. Without `vms`: the rows of one VM; with it: those
+between two machines (ordma to ordma on a clean wire and at 0.1% and 1% loss, ordma to
+soft-RoCE, soft-RoCE to soft-RoCE). Left:
 each perftest bandwidth test in MiB/s; right: each latency test's median in microseconds
 (ibv_rc_pingpong's one point in µs per iteration beside them). One colour per device
 (soft-RoCE, ordma on one NIC, ordma between two NICs), one line style per test. Both axes
@@ -21,6 +24,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 DEVICES = [("rxe", "soft-RoCE", "tab:gray"), ("lo", "ordma, one NIC", "tab:blue"),
            ("2nics", "ordma, two NICs", "tab:orange")]
+VMS_DEVICES = [("rxe-rxe", "soft-RoCE to soft-RoCE", "tab:gray"),
+               ("ordma-rxe", "ordma to soft-RoCE", "tab:green"),
+               ("vms", "ordma to ordma", "tab:blue"),
+               ("vms-0.1", "ordma to ordma, 0.1% loss", "tab:orange"),
+               ("vms-1", "ordma to ordma, 1% loss", "tab:red")]
 STYLES = {"write": ("-", "o"), "read": ("--", "s"), "send": (":", "^")}
 
 
@@ -32,8 +40,10 @@ def size_label(n, _pos=None):
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit("usage: plot.py RESULTS.TSV OUT.PNG")
+    if len(sys.argv) not in (3, 4) or sys.argv[3:] not in ([], ["vms"]):
+        sys.exit("usage: plot.py RESULTS.TSV OUT.PNG [vms]")
+    vms = sys.argv[3:] == ["vms"]
+    devices = VMS_DEVICES if vms else DEVICES
     series = defaultdict(list)  # (test, device, unit) -> [(bytes, value)]
     with open(sys.argv[1], newline="") as f:
         for row in csv.DictReader(f, delimiter="\t"):
@@ -45,7 +55,7 @@ def main():
 
     fig, (bw, lat) = plt.subplots(1, 2, figsize=(14, 6))
     for (test, device, unit), points in sorted(series.items()):
-        dev = next((d for d in DEVICES if d[0] == device), None)
+        dev = next((d for d in devices if d[0] == device), None)
         if dev is None:
             continue
         points.sort()
@@ -65,7 +75,8 @@ def main():
         ax.plot(xs, ys, linestyle=line, marker=marker, color=dev[2], label=f"{test}, {dev[1]}",
                 markersize=9 if marker == "*" else 5)
     # issue #13's bandwidth targets for 2 MiB writes
-    for mib, text in ((8.5 * 1024, "target: 8.5 GiB/s, one NIC"), (2 * 1024, "target: 2 GiB/s, two NICs")):
+    targets = () if vms else ((8.5 * 1024, "target: 8.5 GiB/s, one NIC"), (2 * 1024, "target: 2 GiB/s, two NICs"))
+    for mib, text in targets:
         bw.axhline(mib, color="black", linewidth=0.6, linestyle="-.")
         bw.annotate(text, (0.01, mib), xycoords=("axes fraction", "data"), fontsize=7,
                     va="bottom")
@@ -80,7 +91,8 @@ def main():
         ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7, ncol=2)
-    fig.suptitle("ordma against soft-RoCE, same VM, same run (make bench)")
+    fig.suptitle("ordma and soft-RoCE between two guests, RoCEv2 by GID (make bench)" if vms else
+                 "ordma against soft-RoCE, same VM, same run (make bench)")
     fig.tight_layout()
     fig.savefig(sys.argv[2], dpi=110)
 
