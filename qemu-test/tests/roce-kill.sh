@@ -16,10 +16,13 @@
 #    the device gets IBV_EVENT_DEVICE_FATAL (the driver finds the NIC dead when a command
 #    goes unanswered: the killed receiver's teardown), the dead NIC's unbind completes and
 #    releases every pinned page, and ordma unloads.
+# On the debug kernel (KASAN, lockdep, kmemleak: the teardown of a killed process's QPs,
+# MRs and CQs, ib_core's address resolution, the dead NIC's unbind) with 10 kills, not 100.
 # nics: 1
 # run-args: --vms 3
 # run-args: --link-layer ethernet
 # fresh-vm: yes
+# debug: yes
 # timeout: 1500
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
@@ -28,11 +31,13 @@ source $P/nic-control.sh
 source $P/server-client.sh
 source $P/vms.sh
 source $P/pins.sh
+source $P/debug-kernel.sh
 [ "$ORDMA_VMS" = 3 ] || fail "wants three guests (--vms 3), not $ORDMA_VMS"
 VD=/ordma/payload/ordma-verbs-data
 [ -x $VD ] || fail "no ordma-verbs-data in the payload (the provider-build step builds it)"
 objects() { nic_ctl 0 status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*'; }
-N=${ORDMA_KILLS:-100}
+N=100
+! debug_kernel || N=10
 pins0=$(pins)
 
 # 1. vm2 powered off mid-transfer.
@@ -52,7 +57,7 @@ case $ORDMA_VM in
 1) vm_wait_flag poweroff-done 300 || fail "vm0 did not finish with vm2" ;;
 2)
 	$VD --dev ordma0 --retry 1 --listen 18950 stress-until-killed >/tmp/off.out 2>&1 &
-	for _ in $(seq 600); do grep -q transferring /tmp/off.out && break; sleep 0.1; done
+	for _ in $(seq 1200); do grep -q transferring /tmp/off.out && break; sleep 0.1; done
 	grep -q transferring /tmp/off.out || { cat /tmp/off.out; fail "no transfer with vm0"; }
 	sleep 0.3
 	echo "vm2: powering off mid-transfer"
@@ -73,12 +78,12 @@ for it in $(seq "$N"); do
 	pid=$!
 	if [ $((it % 2)) = "$ORDMA_VM" ]; then
 		# The victim: once both ends transfer, a random moment later, SIGKILL.
-		for _ in $(seq 600); do
+		for _ in $(seq 1200); do
 			grep -q transferring "$out" && break
 			kill -0 $pid 2>/dev/null || { cat "$out"; fail "run $it: ended before it transferred"; }
 			sleep 0.1
 		done
-		grep -q transferring "$out" || { kill -9 $pid; cat "$out"; fail "run $it: no transfer in 60 s"; }
+		grep -q transferring "$out" || { kill -9 $pid; cat "$out"; fail "run $it: no transfer in 120 s"; }
 		sleep "$(printf 0.%03d $((RANDOM % 400)))"
 		kill -9 $pid
 		wait $pid 2>/dev/null || true
@@ -100,7 +105,10 @@ for it in $(seq "$N"); do
 	[ $((it % 20)) != 0 ] || echo "vm$ORDMA_VM: $it of $N runs"
 done
 echo "vm$ORDMA_VM: killed $killed times; survived $((retry + closed)) kills: $retry ended in RETRY_EXC_ERR, $closed by the side channel closing"
-[ "$ORDMA_VM" = 1 ] || [ $retry -gt 0 ] || fail "vm0's transfers never ended in RETRY_EXC_ERR"
+# Which way a survivor ends depends on where the kill lands (21 of 50 by RETRY_EXC_ERR in a
+# run); with 50 kills of the receiver, none by RETRY_EXC_ERR would mean the sender never
+# saw its peer's QPs vanish mid-transfer. (10 kills on the debug kernel: not asked.)
+[ "$ORDMA_VM" = 1 ] || debug_kernel || [ $retry -gt 0 ] || fail "vm0's transfers never ended in RETRY_EXC_ERR"
 vm_flag "kill-done.$ORDMA_VM"
 vm_wait_flag "kill-done.$((1 - ORDMA_VM))" 300 || fail "the other guest did not finish"
 [ "$(objects)" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "vm$ORDMA_VM's NIC still holds $(objects)"
@@ -113,7 +121,7 @@ pid=$!
 if [ "$ORDMA_VM" = 1 ]; then
 	python3 $P/async_events.py ordma0 --wait 120 --ignore "GID table change" "local catastrophic error" >/tmp/ev.out 2>&1 &
 	waiter=$!
-	for _ in $(seq 600); do grep -q '^ready' /tmp/ev.out && grep -q transferring /tmp/dies.out && break; sleep 0.1; done
+	for _ in $(seq 1200); do grep -q '^ready' /tmp/ev.out && grep -q transferring /tmp/dies.out && break; sleep 0.1; done
 	grep -q transferring /tmp/dies.out || { cat /tmp/dies.out /tmp/ev.out; fail "no transfer before the NIC's death"; }
 	sleep 0.3
 	kill_nic 0
