@@ -19,22 +19,39 @@ log "bench results: $R"
 TSV=$R/vm/bench/results.tsv
 [ -s "$TSV" ] || die "no results ($TSV)"
 cp "$TSV" "$R/results.tsv"
-# One row per (test, size): soft-RoCE, ordma loopback, ordma between NICs, and the ratios
-# (bandwidth: ordma / rxe, higher is better; latency: rxe / ordma, higher is better).
-awk -F'\t' '
-NR == 1 { next }
-{ key = $1 "\t" $2 "\t" $5; if (!(key in seen)) { seen[key] = 1; order[n++] = key }
-  v[key, $3] = $4 }
-function ratio(a, b, lat) { if (a + 0 <= 0 || b + 0 <= 0) return "-"; return sprintf("%.2f", lat ? a / b : b / a) }
-END {
-  print "| test | bytes | soft-RoCE | ordma, one NIC | ordma, two NICs | unit | one NIC vs soft-RoCE | two NICs vs soft-RoCE |"
-  print "|---|---|---|---|---|---|---|---|"
-  for (i = 0; i < n; i++) {
-    k = order[i]; split(k, t, "\t"); lat = t[3] != "MiB/s"
-    printf "| %s | %s | %s | %s | %s | %s | %s× | %s× |\n", t[1], t[2], v[k, "rxe"], v[k, "lo"], v[k, "2nics"], t[3],
-      ratio(v[k, "rxe"], v[k, "lo"], lat), ratio(v[k, "rxe"], v[k, "2nics"], lat)
-  }
-}' "$TSV" >"$R/table.md"
+# table TSV BASE COLUMN...: a markdown table of results.tsv, one row per (test, size, unit),
+# one column per COLUMN (KIND=LABEL: the rows of device KIND), then, for each COLUMN marked
+# with a leading +, its ratio to BASE's (bandwidth KIND / BASE, latency BASE / KIND: above 1
+# is KIND ahead).
+table() {
+	local tsv=$1 base=$2 IFS=';'
+	shift 2
+	awk -F'\t' -v base="$base" -v cols="$*" '
+	BEGIN {
+	  nc = split(cols, c, ";")
+	  for (j = 1; j <= nc; j++) { r[j] = sub(/^\+/, "", c[j]); eq = index(c[j], "="); kind[j] = substr(c[j], 1, eq - 1)
+	    label[j] = substr(c[j], eq + 1); if (kind[j] == base) blabel = label[j] }
+	}
+	NR == 1 { next }
+	{ key = $1 "\t" $2 "\t" $5; if (!(key in seen)) { seen[key] = 1; order[n++] = key }
+	  v[key, $3] = $4 }
+	function ratio(a, b, lat) { if (a + 0 <= 0 || b + 0 <= 0) return "-"; return sprintf("%.2f", lat ? a / b : b / a) }
+	END {
+	  h = "| test | bytes |"; s = "|---|---|"
+	  for (j = 1; j <= nc; j++) { h = h " " label[j] " |"; s = s "---|" }
+	  h = h " unit |"; s = s "---|"
+	  for (j = 1; j <= nc; j++) if (r[j]) { h = h " " label[j] " vs " blabel " |"; s = s "---|" }
+	  print h; print s
+	  for (i = 0; i < n; i++) {
+	    k = order[i]; split(k, t, "\t"); lat = t[3] != "MiB/s"; line = "| " t[1] " | " t[2] " |"
+	    for (j = 1; j <= nc; j++) line = line " " v[k, kind[j]] " |"
+	    line = line " " t[3] " |"
+	    for (j = 1; j <= nc; j++) if (r[j]) line = line " " ratio(v[k, base], v[k, kind[j]], lat) "× |"
+	    print line
+	  }
+	}' "$tsv"
+}
+table "$TSV" rxe "rxe=soft-RoCE" "+lo=ordma, one NIC" "+2nics=ordma, two NICs" >"$R/table.md"
 cat "$R/table.md"
 log "table: $R/table.md (ratios: bandwidth ordma/soft-RoCE, latency soft-RoCE/ordma; above 1 is ordma ahead)"
 
@@ -44,20 +61,8 @@ if "$ORDMA_SRC/qemu-test/run" --vms 2 --link-layer ethernet --timeout 3000 --res
 	bash /ordma/src/qemu-test/bench/roce.sh && [ -s "$R/vms/vm1/bench/results.tsv" ]; then
 	VMS_OK=1
 	tail -n +2 "$R/vms/vm1/bench/results.tsv" >>"$R/results.tsv"
-	awk -F'\t' '
-	NR == 1 { next }
-	{ key = $1 "\t" $2 "\t" $5; if (!(key in seen)) { seen[key] = 1; order[n++] = key }
-	  v[key, $3] = $4 }
-	function ratio(a, b, lat) { if (a + 0 <= 0 || b + 0 <= 0) return "-"; return sprintf("%.2f", lat ? a / b : b / a) }
-	END {
-	  print "| test | bytes | soft-RoCE to soft-RoCE | ordma to soft-RoCE | ordma to ordma | 0.1% loss | 1% loss | unit | ordma vs soft-RoCE |"
-	  print "|---|---|---|---|---|---|---|---|---|"
-	  for (i = 0; i < n; i++) {
-	    k = order[i]; split(k, t, "\t"); lat = t[3] != "MiB/s"
-	    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s× |\n", t[1], t[2], v[k, "rxe-rxe"], v[k, "ordma-rxe"],
-	      v[k, "vms"], v[k, "vms-0.1"], v[k, "vms-1"], t[3], ratio(v[k, "rxe-rxe"], v[k, "vms"], lat)
-	  }
-	}' "$R/vms/vm1/bench/results.tsv" >"$R/table-vms.md"
+	table "$R/vms/vm1/bench/results.tsv" rxe-rxe "rxe-rxe=soft-RoCE to soft-RoCE" "ordma-rxe=ordma to soft-RoCE" \
+		"+vms=ordma to ordma" "vms-0.1=0.1% loss" "vms-1=1% loss" >"$R/table-vms.md"
 	cat "$R/table-vms.md"
 	log "table: $R/table-vms.md (two guests, by GID; ratio: ordma to ordma against soft-RoCE to soft-RoCE)"
 else
