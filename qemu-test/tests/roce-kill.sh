@@ -36,6 +36,14 @@ source $P/debug-kernel.sh
 VD=/ordma/payload/ordma-verbs-data
 [ -x $VD ] || fail "no ordma-verbs-data in the payload (the provider-build step builds it)"
 objects() { nic_ctl 0 status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*'; }
+# survives PID OUT WHAT: the surviving end (PID, its output in OUT) ends by itself within
+# 120 s, with status 0 and its "ok peer gone" line; fails (naming WHAT) otherwise.
+survives() {
+	local rc=0
+	timeout 120 tail --pid="$1" -f /dev/null || { kill -9 "$1"; cat "$2"; fail "$3: the survivor hung"; }
+	wait "$1" || rc=$?
+	grep -q '^ok peer gone' "$2" && [ $rc = 0 ] || { cat "$2"; fail "$3: the survivor ended with $rc"; }
+}
 N=100
 ! debug_kernel || N=10
 pins0=$(pins)
@@ -45,11 +53,8 @@ case $ORDMA_VM in
 0)
 	$VD --dev ordma0 --retry 1 --peer "$(vm_ip 2):18950" stress-until-killed >/tmp/off.out 2>&1 &
 	pid=$!
-	rc=0
-	timeout 120 tail --pid=$pid -f /dev/null || { kill -9 $pid; cat /tmp/off.out; fail "the survivor of a powered-off peer hung"; }
-	wait $pid || rc=$?
+	survives $pid /tmp/off.out "a powered-off peer"
 	cat /tmp/off.out
-	grep -q '^ok peer gone' /tmp/off.out && [ $rc = 0 ] || fail "the survivor of a powered-off peer ended with $rc"
 	[ "$(objects)" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "vm0's NIC still holds $(objects)"
 	echo "ok: vm2 powered off mid-transfer; vm0's transfers ended by themselves"
 	vm_flag poweroff-done
@@ -90,10 +95,7 @@ for it in $(seq "$N"); do
 		killed=$((killed + 1))
 	else
 		# The survivor: ends by itself, within 60 s of the other end's death.
-		rc=0
-		timeout 120 tail --pid=$pid -f /dev/null || { kill -9 $pid; cat "$out"; fail "run $it: the survivor hung"; }
-		wait $pid || rc=$?
-		grep -q '^ok peer gone' "$out" && [ $rc = 0 ] || { cat "$out"; fail "run $it: the survivor ended with $rc"; }
+		survives $pid "$out" "run $it"
 		if grep -q '^ok peer gone.* [1-9][0-9]* completions RETRY_EXC_ERR' "$out"; then
 			retry=$((retry + 1))
 		else
@@ -138,11 +140,8 @@ if [ "$ORDMA_VM" = 1 ]; then
 	rmmod ordma || fail "rmmod after the NIC died"
 	echo "ok: vm1's NIC died mid-transfer: IBV_EVENT_DEVICE_FATAL, unbind, nothing pinned, rmmod"
 else
-	rc=0
-	timeout 120 tail --pid=$pid -f /dev/null || { kill -9 $pid; cat /tmp/dies.out; fail "the survivor of a dead NIC hung"; }
-	wait $pid || rc=$?
+	survives $pid /tmp/dies.out "a dead NIC's peer"
 	cat /tmp/dies.out
-	grep -q '^ok peer gone' /tmp/dies.out && [ $rc = 0 ] || fail "the survivor of a dead NIC ended with $rc"
 	[ "$(objects)" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "vm0's NIC still holds $(objects)"
 	[ $(($(pins) - pins0)) -le $SLACK ] || fail "vm0: $(($(pins) - pins0)) pages still pinned"
 	echo "ok: vm1's NIC died mid-transfer; vm0's transfers ended by themselves"
