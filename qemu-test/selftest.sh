@@ -86,6 +86,32 @@ check "a command printing WARNING: passes" 0 "$rc"
 check "ORDMA_MODEL_LOG=debug reaches the NIC model" yes \
 	"$(grep -q DEBUG "$OUT/stdout-warning/nic0.log" && echo yes || echo no)"
 
+# A NIC model killed on the guest's request (kill-nic0) while the guest floods its BAR0 with
+# writes (QEMU sends each to the model, posted, unanswered): the guest lives on. A plain
+# SIGKILL leaves QEMU's writes unread in the dead model's socket, QEMU's next read of it
+# gets ECONNRESET, and QEMU 11.1 aborts on that (qemu-test/kill-model.py).
+rc=0; "$RUN" --results "$OUT/kill-nic" -- bash -c '
+	d=0000:00:06.0
+	echo $d >/sys/bus/pci/drivers/ordma/unbind
+	python3 - $d <<"PY" &
+import mmap, os, sys, time
+m = mmap.mmap(os.open(f"/sys/bus/pci/devices/{sys.argv[1]}/resource0", os.O_RDWR | os.O_SYNC), 4096)
+end, n = time.monotonic() + 3, 0
+while time.monotonic() < end:
+    m[0x14:0x18] = n.to_bytes(4, "little")  # DB_PAGES, read-only: ignored, counted
+    n += 1
+print("writes:", n)
+PY
+	sleep 0.5
+	: >/ordma/results/control/.kill-nic0.tmp
+	mv /ordma/results/control/.kill-nic0.tmp /ordma/results/control/kill-nic0
+	wait $!
+	echo "the guest lived on"' >/dev/null 2>&1 || rc=$?
+check "a NIC model killed mid-writes: the guest lives on" "0 yes" \
+	"$rc $(grep -q '^the guest lived on' "$OUT/kill-nic/output.txt" 2>/dev/null && echo yes || echo no)"
+check "... killed by kill-model.py, QEMU reading an end of file" "no" \
+	"$(grep -q 'plain SIGKILL' "$OUT/kill-nic/harness.log" "$OUT/kill-nic/output.txt" 2>/dev/null && echo yes || echo no)"
+
 # Several guests: the command runs in each, knowing which it is; each one's results in vm<i>/;
 # the run's status is the first failing guest's; summary.txt has them all.
 rc=0; "$RUN" --vms 2 --segment-args "--loss 0.25 --seed 5" --results "$OUT/vms" -- sh -c \

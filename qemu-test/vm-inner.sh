@@ -200,7 +200,8 @@ guest() {
 	fi
 	children+=("$!")
 	# Fault injection for tests: the guest asks for NIC model j to die by creating
-	# /ordma/results/control/kill-nic<j>; the harness kills it and renames the file killed-nic<j>.
+	# /ordma/results/control/kill-nic<j>; the harness kills it (SIGKILL, by kill-model.py) and
+	# renames the file killed-nic<j>.
 	# The control channel: the guest writes req-<id> holding "<nic-index> <request words>"; the
 	# harness sends the request to that model (ordma-model ctl, its --control socket), writes the
 	# reply line to resp-<id> (a temporary name, then mv) and removes the request. With several
@@ -221,8 +222,11 @@ guest() {
 				[ -e "$f" ] || continue
 				j=${f##*kill-nic}
 				if [[ $j =~ ^[0-9]+$ ]] && [ "$j" -lt "$NICS" ]; then
-					kill -KILL "${NIC_PIDS[$j]}" 2>/dev/null || true
-					log "killed NIC model $j (the guest asked for it)"
+					# SIGKILL, QEMU's side of the socket ending in an end of file
+					# (qemu-test/kill-model.py: QEMU aborts on a reset one).
+					out=$(python3 /ordma/src/qemu-test/kill-model.py "${NIC_PIDS[$j]}" "/tmp/vm$i-nic$j.sock" 2>&1) ||
+						kill -KILL "${NIC_PIDS[$j]}" 2>/dev/null || true
+					log "killed NIC model $j (the guest asked for it)${out:+: $out}"
 				fi
 				mv "$f" "$R/control/killed-nic$j"
 			done
