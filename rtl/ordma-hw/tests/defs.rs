@@ -5,7 +5,7 @@ use ordma_hw::*;
 #[test]
 fn version_fields_split_major_and_minor() {
     assert_eq!(version_major(VERSION), 1);
-    assert_eq!(version_minor(VERSION), 4, "1.4: the Ethernet port");
+    assert_eq!(version_minor(VERSION), 5, "1.5: the port counters");
     assert_eq!(version_major(0x0003_0007), 3);
     assert_eq!(version_minor(0x0003_0007), 7);
     assert_eq!(version_major(u32::MAX), 0xffff);
@@ -1032,4 +1032,27 @@ fn set_gid_params_and_ethernet_addresses() {
     assert_eq!(QpAh::decode_from(&b), Some(av));
     b[38] = 1;
     assert_eq!(QpAh::decode_from(&b), None, "reserved @38");
+}
+
+#[test]
+fn port_counters_layout() {
+    assert_eq!(COUNTERS_SIZE, 136);
+    assert_eq!(COUNTERS.len(), NUM_COUNTERS);
+    let names: Vec<_> = COUNTERS.iter().map(|c| c.to_str().unwrap()).collect();
+    assert_eq!(names[CNT_SENT_PKTS], "sent_pkts");
+    assert_eq!(names[CNT_RETRY_EXCEEDED_ERR], "retry_exceeded_err");
+    assert_eq!(names[CNT_BAD_FRAMES], "bad_frames");
+    let mut c = PortCounters::default();
+    for i in 0..NUM_COUNTERS {
+        c.add(i, 1000 + i as u64);
+    }
+    c.add(NUM_COUNTERS, 1);
+    let b = c.encode();
+    assert_eq!(get_le64(&b, CNT_RCVD_PKTS * 8), Some(1001));
+    assert_eq!(PortCounters::decode(&b), c);
+    let mut w = PortCounters::default();
+    w.add(CNT_ATOMICS, u64::MAX);
+    w.add(CNT_ATOMICS, 2);
+    assert_eq!(w.get(CNT_ATOMICS), 1, "64-bit counters wrap");
+    assert_eq!(w.get(NUM_COUNTERS), 0);
 }

@@ -11,6 +11,7 @@
 //! | `inject FAULT` | arms an `--inject` fault now (`none` clears it): e.g. `destroy-fails` (`DESTROY_CQ`/`DESTROY_QP` fail, the queues stay), `admin-stuck` (no admin command completes), `admin-dies` (the next admin doorbell makes the NIC fatal) |
 //! | `event KIND DATA [COUNT]` | posts COUNT (1..=64, default 1) events of any kind with `data` DATA, as the NIC would |
 //! | `doorbell-pages` | `ok PAGE=N ...`: each doorbell page written since the model started, with its count of 32-bit writes (accepted or not) |
+//! | `counters` | `ok sent_pkts=N rcvd_pkts=N ...`: port 1's counters, as `CMD_QUERY_COUNTERS` reports them (`hardware.md`, "Port counters") |
 //! | `mr KEY` | `ok pdn=N access=N iova=0xN length=N npages=N page_shift=N levels=N`: the MR with key KEY as the NIC holds it (what `CMD_CREATE_MR` gave it); an error if there is none |
 //! | `wire loss\|duplicate\|reorder\|corrupt P`, `wire clear` | the port's link fails on request: from now on each unicast frame it sends is lost, duplicated, held back behind the frames sent after it in the same action, or has one bit flipped past its Ethernet header, with probability P (0 to 1); `clear` sets every P to 0. The counters are `status`' `wire_lost`, `wire_duplicated`, `wire_reordered`, `wire_corrupted` |
 //! | `status` | `ok link=up\|down enabled=0\|1 fatal=0\|1 error=N bme=0\|1 pds=N mrs=N cqs=N qps=N pds_created=N mrs_created=N cqs_created=N qps_created=N pds_destroyed=N mrs_destroyed=N cqs_destroyed=N qps_destroyed=N srqs=N srqs_created=N srqs_destroyed=N atomics=N atomics_replayed=N timer_resends=N seq_naks_sent=N seq_naks_received=N uc_dropped=N doorbells=N commands=N events=N events_unread=N admin_pending=N` and every anomaly counter |
@@ -57,6 +58,8 @@ pub enum Request {
     },
     /// `doorbell-pages`.
     DoorbellPages,
+    /// `counters`.
+    Counters,
     /// `mr KEY`.
     Mr(u32),
     /// `wire KIND P`; `wire clear` is every kind at 0.
@@ -106,6 +109,7 @@ pub fn parse(line: &str) -> Result<Request, String> {
         }
         ["event", ..] => Err(format!("usage: event KIND DATA [COUNT (1..={MAX_EVENTS})]")),
         ["doorbell-pages"] => Ok(Request::DoorbellPages),
+        ["counters"] => Ok(Request::Counters),
         ["mr", key] => Ok(Request::Mr(
             parse_u32(key).ok_or_else(|| format!("mr: bad key {key}"))?,
         )),
@@ -172,6 +176,14 @@ pub fn execute(dev: &Device, req: Request) -> String {
                 if *n != 0 {
                     r.push_str(&format!(" {page}={n}"));
                 }
+            }
+            r
+        }
+        Request::Counters => {
+            let c = l.nic.port_counters();
+            let mut r = String::from("ok");
+            for (name, n) in hw::COUNTERS.iter().zip(c.0) {
+                r.push_str(&format!(" {}={n}", name.to_string_lossy()));
             }
             r
         }
@@ -329,6 +341,7 @@ mod tests {
         assert_eq!(parse("fatal 7"), Ok(Request::Fatal(7)));
         assert_eq!(parse("fatal 0x10"), Ok(Request::Fatal(16)));
         assert_eq!(parse("status"), Ok(Request::Status));
+        assert_eq!(parse("counters"), Ok(Request::Counters));
         assert_eq!(
             parse("inject reset-stuck"),
             Ok(Request::Inject(Some(Fault::ResetStuck)))

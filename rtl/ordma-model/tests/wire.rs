@@ -721,6 +721,100 @@ fn the_socket_wire_fails_on_request() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The port counters (`CMD_QUERY_COUNTERS`): packets sent by one NIC are the packets the
+/// other took in, a SEND is one sent and one received message, a duplicated request is
+/// counted as one and executed once, a request ahead of the expected PSN as out of
+/// sequence; the status line's recovery counters are the same counts.
+#[test]
+fn port_counters_count() {
+    let mut p = Pair::new(|_| {});
+    let big = p.r[0].big;
+    let big1 = p.r[1].big;
+    p.r[1].recv('b', &[sge(BIG_VA, 3 * 4096, big1)]);
+    p.r[0].send(
+        'a',
+        wqe(hw::WR_SEND, SIGNALED, 1),
+        &[sge(BIG_VA, 3 * 4096, big)],
+        &[],
+    );
+    p.settle(10);
+    assert_eq!(p.r[0].cqe('s').status, hw::WC_SUCCESS);
+    assert_eq!(p.r[1].cqe('r').status, hw::WC_SUCCESS);
+    let (a, b) = (p.r[0].nic.port_counters(), p.r[1].nic.port_counters());
+    assert_eq!(
+        a.get(hw::CNT_SENT_PKTS),
+        b.get(hw::CNT_RCVD_PKTS),
+        "{a:?} {b:?}"
+    );
+    assert_eq!(
+        b.get(hw::CNT_SENT_PKTS),
+        a.get(hw::CNT_RCVD_PKTS),
+        "{a:?} {b:?}"
+    );
+    // 3 packets of 4 KiB at the pair's MTU or more; at least one ACK back.
+    assert!(a.get(hw::CNT_SENT_PKTS) >= 3 && b.get(hw::CNT_SENT_PKTS) >= 1);
+    assert_eq!(
+        (a.get(hw::CNT_RDMA_SENDS), b.get(hw::CNT_RDMA_RECVS)),
+        (1, 1)
+    );
+    assert_eq!(
+        (a.get(hw::CNT_RDMA_RECVS), b.get(hw::CNT_RDMA_SENDS)),
+        (0, 0)
+    );
+    for c in [
+        hw::CNT_DUPLICATE_REQUEST,
+        hw::CNT_OUT_OF_SEQ_REQUEST,
+        hw::CNT_LOCAL_ERR,
+        hw::CNT_REMOTE_ERR,
+        hw::CNT_RETRY_EXCEEDED_ERR,
+    ] {
+        assert_eq!(
+            (a.get(c), b.get(c)),
+            (0, 0),
+            "{}",
+            hw::COUNTERS[c].to_string_lossy()
+        );
+    }
+    // Every frame twice: each request once more, counted, executed once.
+    let mut p = Pair::new(|_| {});
+    p.fault = Box::new(|_, _| Act::Dup);
+    let big1 = p.r[1].big;
+    let mut w = wqe(hw::WR_RDMA_WRITE, SIGNALED, 1);
+    (w.remote_addr, w.rkey) = (BIG_VA, big1);
+    let big0 = p.r[0].big;
+    p.r[0].send('a', w, &[sge(BIG_VA, 3 * 4096, big0)], &[]);
+    p.settle(10);
+    assert_eq!(p.r[0].cqe('s').status, hw::WC_SUCCESS);
+    let b = p.r[1].nic.port_counters();
+    assert!(b.get(hw::CNT_DUPLICATE_REQUEST) >= 1, "{b:?}");
+    // The first WRITE packet lost: the rest arrive ahead, one sequence NAK for them.
+    let mut p = Pair::new(|_| {});
+    let mut n = 0;
+    p.fault = Box::new(move |_, f| {
+        n += 1;
+        if n == 1 && f.packet.bth.opcode == packet::WRITE_FIRST {
+            Act::Drop
+        } else {
+            Act::Pass
+        }
+    });
+    let mut w = wqe(hw::WR_RDMA_WRITE, SIGNALED, 1);
+    (w.remote_addr, w.rkey) = (BIG_VA, p.r[1].big);
+    let big0 = p.r[0].big;
+    p.r[0].send('a', w, &[sge(BIG_VA, 3 * 4096, big0)], &[]);
+    p.settle(10);
+    assert_eq!(p.r[0].cqe('s').status, hw::WC_SUCCESS);
+    let (a, b) = (p.r[0].nic.port_counters(), p.r[1].nic.port_counters());
+    assert!(b.get(hw::CNT_OUT_OF_SEQ_REQUEST) >= 1, "{b:?}");
+    assert_eq!(
+        (b.get(hw::CNT_SEND_SEQ_ERR), a.get(hw::CNT_RCVD_SEQ_ERR)),
+        (1, 1)
+    );
+    let s = p.r[1].nic.status_snapshot();
+    assert_eq!(s.recoveries[1], b.get(hw::CNT_SEND_SEQ_ERR));
+    assert_eq!(s.port_counters, b);
+}
+
 /// The recovery counters: a lost request is resent by the timer, a request ahead of the
 /// expected PSN gets a sequence NAK that the requester takes.
 #[test]

@@ -52,18 +52,28 @@ impl Nic<'_> {
         Ok(hw::DeviceAttrs::decode(&raw))
     }
 
+    /// A query about `port` ([`hw::QueryPortParams`]) and its `N`-byte answer.
+    fn query_of_port<const N: usize>(&self, opcode: u8, port: u32) -> Result<[u8; N]> {
+        self.query::<N>(opcode, |resp_addr, resp_len| {
+            hw::QueryPortParams {
+                port,
+                resp_addr,
+                resp_len,
+            }
+            .encode()
+        })
+    }
+
     /// `CMD_QUERY_PORT`.
     pub(crate) fn query_port(&self, port: u32) -> Result<hw::PortAttrs> {
-        let raw =
-            self.query::<{ hw::PORT_ATTRS_SIZE }>(hw::CMD_QUERY_PORT, |resp_addr, resp_len| {
-                hw::QueryPortParams {
-                    port,
-                    resp_addr,
-                    resp_len,
-                }
-                .encode()
-            })?;
+        let raw = self.query_of_port::<{ hw::PORT_ATTRS_SIZE }>(hw::CMD_QUERY_PORT, port)?;
         Ok(hw::PortAttrs::decode(&raw))
+    }
+
+    /// `CMD_QUERY_COUNTERS`.
+    pub(crate) fn query_counters(&self, port: u32) -> Result<hw::PortCounters> {
+        let raw = self.query_of_port::<{ hw::COUNTERS_SIZE }>(hw::CMD_QUERY_COUNTERS, port)?;
+        Ok(hw::PortCounters::decode(&raw))
     }
 
     /// `CMD_SET_GID`: entry `index` of `port`'s GID table becomes `gid` of type

@@ -90,6 +90,9 @@ impl<'bound> OrdmaIb<'bound> {
     }
 }
 
+/// The NIC's port counters (`hardware.md`, "Port counters"), named as the NIC names them.
+static HW_STATS: [ib::HwStat; hw::NUM_COUNTERS] = ib::hw_stats(&hw::COUNTERS);
+
 #[vtable]
 impl<'bound> ib::Driver for OrdmaIb<'bound> {
     type Module = OrdmaModule;
@@ -189,6 +192,16 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
 
     fn del_gid(&self, port: u32, index: u32) -> Result {
         self.nic.set_gid(port, index, &[0; 16], hw::GID_TYPE_NONE)
+    }
+
+    const HW_STATS: &'static [ib::HwStat] = &HW_STATS;
+
+    fn hw_stats(&self, port: u32, values: &mut [u64]) -> Result {
+        let counters = self.nic.query_counters(port)?;
+        for (v, c) in values.iter_mut().zip(counters.0) {
+            *v = c;
+        }
+        Ok(())
     }
 
     fn netdev_changed(&self, port: u32, up: bool) {

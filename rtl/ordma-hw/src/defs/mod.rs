@@ -50,7 +50,7 @@ pub const REG_AQ_SQ_DB: usize = 0x040;
 pub const REG_EQ_DB: usize = 0x044;
 
 /// The interface version this file describes, as `VERSION` reports it.
-pub const VERSION: u32 = (1 << 16) | 4;
+pub const VERSION: u32 = (1 << 16) | 5;
 
 /// The major part of a `VERSION` value; drivers refuse a major they do not know.
 pub const fn version_major(version: u32) -> u16 {
@@ -772,6 +772,7 @@ pub const ACCESS_REMOTE_ATOMIC: u32 = 1 << 3;
 pub const ACCESS_ALL: u32 =
     ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
 
+mod counters;
 mod cq;
 mod doorbell;
 mod memory;
@@ -779,6 +780,7 @@ mod qp;
 mod srq;
 mod wqe;
 
+pub use counters::*;
 pub use cq::*;
 pub use doorbell::*;
 pub use memory::*;

@@ -178,6 +178,7 @@ impl Nic {
             hw::CMD_QUERY_SRQ => self.query_srq(cmd, mem),
             hw::CMD_DESTROY_SRQ => self.destroy_srq(cmd),
             hw::CMD_SET_GID => self.set_gid(cmd),
+            hw::CMD_QUERY_COUNTERS => self.query_counters(cmd, mem),
             _ => (hw::AQ_BAD_OPCODE, 0),
         };
         let (op, cmd_id, status) = (cmd.opcode, cmd.cmd_id, outcome.0);
@@ -244,9 +245,21 @@ impl Nic {
 
     /// `CMD_QUERY_PORT`: a port's attributes.
     fn query_port(&mut self, cmd: &hw::AdminCmd, mem: &dyn Dma) -> Outcome {
+        let bytes = self.port_attrs().encode();
+        self.port_response(cmd, mem, &bytes)
+    }
+
+    /// `CMD_QUERY_COUNTERS`: a port's counters.
+    fn query_counters(&mut self, cmd: &hw::AdminCmd, mem: &dyn Dma) -> Outcome {
+        let bytes = self.port_counters().encode();
+        self.port_response(cmd, mem, &bytes)
+    }
+
+    /// `bytes`, the answer about the port a [`hw::QueryPortParams`] names, to its buffer.
+    fn port_response(&self, cmd: &hw::AdminCmd, mem: &dyn Dma, bytes: &[u8]) -> Outcome {
         match hw::QueryPortParams::decode(&cmd.params) {
             Some(p) if p.resp_len != 0 && p.port != 0 && p.port <= self.config.attrs.num_ports => {
-                Self::respond(mem, p.resp_addr, p.resp_len, &self.port_attrs().encode())
+                Self::respond(mem, p.resp_addr, p.resp_len, bytes)
             }
             _ => (hw::AQ_BAD_PARAM, 0),
         }

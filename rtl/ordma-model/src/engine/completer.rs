@@ -80,6 +80,7 @@ impl Nic {
         qp.dp.rnr_left = None;
         qp.dp.rnr_wait = None;
         let cqn = qp.send_cqn;
+        self.count_completion(status, opcode);
         if signaled || status != hw::WC_SUCCESS {
             let cqe = hw::Cqe {
                 wqe_index: index,
@@ -95,6 +96,23 @@ impl Nic {
             debug!(qpn, index, status, "send WQE failed: QP to ERR");
             self.enter_error(qpn, mem, irq);
         }
+    }
+
+    /// Counts a completion in the port's counters: a SEND sent or received, or an error
+    /// by its cause (flushes are not counted).
+    pub(super) fn count_completion(&mut self, status: u8, opcode: u8) {
+        let counter = match status {
+            hw::WC_SUCCESS if opcode == hw::WC_SEND => hw::CNT_RDMA_SENDS,
+            hw::WC_SUCCESS if opcode == hw::WC_RECV => hw::CNT_RDMA_RECVS,
+            hw::WC_LOC_LEN_ERR | hw::WC_LOC_QP_OP_ERR | hw::WC_LOC_PROT_ERR => hw::CNT_LOCAL_ERR,
+            hw::WC_REM_INV_REQ_ERR | hw::WC_REM_ACCESS_ERR | hw::WC_REM_OP_ERR => {
+                hw::CNT_REMOTE_ERR
+            }
+            hw::WC_RETRY_EXC_ERR => hw::CNT_RETRY_EXCEEDED_ERR,
+            hw::WC_RNR_RETRY_EXC_ERR => hw::CNT_RETRY_RNR_EXCEEDED_ERR,
+            _ => return,
+        };
+        self.count(counter, 1);
     }
 
     /// Moves QP `qpn` to `ERR` and flushes its queues.

@@ -573,7 +573,7 @@ impl Nic {
             }
             head.retries -= 1;
             fs.rewind();
-            self.recoveries[0] += 1;
+            self.count(hw::CNT_LOCAL_ACK_TIMEOUT_ERR, 1);
             debug!(qpn, "transport timer: sending again");
             self.put_flights(qpn, fs);
             self.pump(qpn, mem, irq);

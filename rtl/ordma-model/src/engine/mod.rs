@@ -213,9 +213,9 @@ pub struct Nic {
     /// Atomics the responder executed, and duplicates it answered again from its replay
     /// cache, since the model started.
     atomics: [u64; 2],
-    /// Recoveries since the model started: transport timer expiries that sent again
-    /// (go-back-N), PSN sequence NAKs the responder sent, and those the requester took.
-    recoveries: [u64; 3],
+    /// The port's counters since the model started (`CMD_QUERY_COUNTERS`; the atomics and
+    /// bad frames among them are `atomics[0]` and the anomaly's count).
+    port_counters: hw::PortCounters,
     /// Packets UC responders dropped (out of sequence, or of a message dropped), since the
     /// model started.
     uc_dropped: u64,
@@ -282,6 +282,8 @@ pub struct NicStatus {
     pub atomics: [u64; 2],
     /// Transport timer resends, sequence NAKs sent and received, since the model started.
     pub recoveries: [u64; 3],
+    /// The port's counters, as `CMD_QUERY_COUNTERS` reports them.
+    pub port_counters: hw::PortCounters,
     /// Packets UC responders dropped since the model started.
     pub uc_dropped: u64,
     /// UD datagrams sent, received and dropped since the model started.
@@ -438,7 +440,7 @@ impl Nic {
             doorbells: 0,
             events_posted: 0,
             atomics: [0; 2],
-            recoveries: [0; 3],
+            port_counters: hw::PortCounters::default(),
             uc_dropped: 0,
             ud: ud::UdCounts::default(),
             ud_held: ud::HeldQueue::default(),
@@ -509,6 +511,19 @@ impl Nic {
         &self.counters
     }
 
+    /// The port's counters (`CMD_QUERY_COUNTERS`).
+    pub fn port_counters(&self) -> hw::PortCounters {
+        let mut c = self.port_counters;
+        c.0[hw::CNT_ATOMICS] = self.atomics[0];
+        c.0[hw::CNT_BAD_FRAMES] = self.counters.get(Anomaly::BadFrame);
+        c
+    }
+
+    /// Adds `n` to the port's counter `index` (a `hw::CNT_*`).
+    pub(super) fn count(&mut self, index: usize, n: u64) {
+        self.port_counters.add(index, n);
+    }
+
     /// The state the control channel's `status` reports.
     pub fn status_snapshot(&self) -> NicStatus {
         NicStatus {
@@ -536,7 +551,12 @@ impl Nic {
                 self.qps.counts().1,
             ],
             atomics: self.atomics,
-            recoveries: self.recoveries,
+            recoveries: [
+                self.port_counters.get(hw::CNT_LOCAL_ACK_TIMEOUT_ERR),
+                self.port_counters.get(hw::CNT_SEND_SEQ_ERR),
+                self.port_counters.get(hw::CNT_RCVD_SEQ_ERR),
+            ],
+            port_counters: self.port_counters(),
             uc_dropped: self.uc_dropped,
             ud: self.ud,
             gids: self.gid_count(),
@@ -564,7 +584,7 @@ impl Nic {
         fresh.mr_gen = self.mr_gen;
         fresh.db_page_writes = self.db_page_writes;
         fresh.atomics = self.atomics;
-        fresh.recoveries = self.recoveries;
+        fresh.port_counters = self.port_counters;
         fresh.uc_dropped = self.uc_dropped;
         fresh.ud = self.ud;
         fresh.pds.keep_counts(&self.pds);

@@ -117,6 +117,7 @@ impl Nic {
         if let Some(w) = self.wire.as_ref() {
             let f = wire::encode(&route, sqpn, pkt, payload);
             w.send(route.dmac, &f);
+            self.count(hw::CNT_SENT_PKTS, 1);
         }
     }
 
@@ -221,6 +222,7 @@ impl Nic {
         mem: &dyn Dma,
         irq: &dyn Interrupts,
     ) {
+        self.count(hw::CNT_RCVD_PKTS, count);
         let qpn = pkt.bth.dest_qp;
         let Some(qp) = self.qp(qpn).copied() else {
             return;
@@ -256,6 +258,7 @@ impl Nic {
         if d != 0 {
             if d >= 1 << 23 {
                 // A duplicate: done already; never executed twice.
+                self.count(hw::CNT_DUPLICATE_REQUEST, count);
                 if matches!(pkt.bth.opcode, packet::COMPARE_SWAP | packet::FETCH_ADD) {
                     self.atomic_replay(qpn, to, pkt);
                 } else if pkt.bth.opcode == packet::READ_REQUEST {
@@ -271,9 +274,12 @@ impl Nic {
                     let last = psn_sub(qp.attr.rq_psn, 1);
                     self.emit(&to, qpn, &ack(last, Syndrome::Ack(0x1f), qp.dp.msn), &[]);
                 }
-            } else if !self.wire_qps.get(&qpn).is_some_and(|r| r.nak_sent) {
+                return;
+            }
+            self.count(hw::CNT_OUT_OF_SEQ_REQUEST, count);
+            if !self.wire_qps.get(&qpn).is_some_and(|r| r.nak_sent) {
                 self.wire_qps.entry(qpn).or_default().nak_sent = true;
-                self.recoveries[1] += 1;
+                self.count(hw::CNT_SEND_SEQ_ERR, 1);
                 let nak = ack(qp.attr.rq_psn, Syndrome::Nak(NakCode::PsnSeq), qp.dp.msn);
                 self.emit(&to, qpn, &nak, &[]);
             }
@@ -315,7 +321,10 @@ impl Nic {
                     self.emit(&to, qpn, &a, &[]);
                 }
             }
-            Answer::Rnr(t) => self.emit(&to, qpn, &ack(psn, Syndrome::Rnr(t), msn), &[]),
+            Answer::Rnr(t) => {
+                self.count(hw::CNT_SEND_RNR_ERR, 1);
+                self.emit(&to, qpn, &ack(psn, Syndrome::Rnr(t), msn), &[]);
+            }
             Answer::Nak(c) => self.emit(&to, qpn, &ack(psn, Syndrome::Nak(c), msn), &[]),
             Answer::Ack | Answer::Drop => {}
         }

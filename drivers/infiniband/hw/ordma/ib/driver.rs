@@ -11,6 +11,7 @@ use super::{
     mr::MrKeys,
     qp::{QpAttr, QpAttrMask, QpCaps, QpInit},
     srq::{SrqAttr, SrqAttrMask, SrqInit},
+    stats::HwStat,
     ucontext::UserContext,
     udata::Udata,
     umem::{UserMemory, UserPages},
@@ -290,6 +291,16 @@ pub(crate) trait Driver: Sync + Sized {
     /// ib_core cleared entry `index` of RoCE `port`'s GID table. May sleep; ib_core
     /// ignores an error. Needed for a RoCE port.
     fn del_gid(&self, _port: u32, _index: u32) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+    /// The names of each port's hardware counters (`rdma statistic show link`, sysfs
+    /// `ports/<n>/hw_counters/`), in the order [`Driver::hw_stats`] reads them; a
+    /// `static` made by [`hw_stats`](super::hw_stats). Needed with [`Driver::hw_stats`].
+    const HW_STATS: &'static [HwStat] = &[];
+    /// Reads `port`'s hardware counters (checked against [`Driver::ports`]) into `values`,
+    /// one per [`Driver::HW_STATS`] entry, all of them. May sleep. ib_core reads them once
+    /// when the port registers (an error fails the registration) and then on request.
+    fn hw_stats(&self, _port: u32, _values: &mut [u64]) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
     /// RoCE `port`'s netdev changed: `up` if the port has a paired netdev that is running

@@ -12,6 +12,7 @@ mod ah;
 mod mr;
 mod queues;
 mod srq;
+mod stats;
 
 use core::{
     mem::{align_of, size_of, MaybeUninit},
@@ -458,6 +459,11 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         } else {
             None
         },
+        alloc_hw_port_stats: if T::HAS_HW_STATS {
+            Some(stats::alloc_hw_port_stats::<T>)
+        } else {
+            None
+        },
         alloc_pd: Some(alloc_pd::<T>),
         alloc_ucontext: Some(alloc_ucontext::<T>),
         create_ah: Some(ah::create_ah::<T>),
@@ -483,6 +489,11 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
             None
         },
         get_dev_fw_str: Some(get_dev_fw_str::<T>),
+        get_hw_stats: if T::HAS_HW_STATS {
+            Some(stats::get_hw_stats::<T>)
+        } else {
+            None
+        },
         get_dma_mr: Some(mr::get_dma_mr),
         get_link_layer: Some(get_link_layer::<T>),
         get_port_immutable: Some(get_port_immutable::<T>),

@@ -29,6 +29,7 @@ impl Nic {
         mem: &dyn Dma,
         irq: &dyn Interrupts,
     ) {
+        self.count(hw::CNT_RCVD_PKTS, count);
         let qpn = pkt.bth.dest_qp;
         let Some(qp) = self.qp(qpn).copied() else {
             return;
@@ -109,6 +110,7 @@ impl Nic {
                 }
             }
             (packet::ACKNOWLEDGE, Some(Syndrome::Rnr(code))) if current => {
+                self.count(hw::CNT_RCVD_RNR_ERR, 1);
                 let left = qp.dp.rnr_left.unwrap_or(qp.attr.rnr_retry);
                 if left == 0 {
                     Outcome::Done(hw::WC_RNR_RETRY_EXC_ERR, 0)
@@ -131,7 +133,7 @@ impl Nic {
                 }
             }
             (packet::ACKNOWLEDGE, Some(Syndrome::Nak(NakCode::PsnSeq))) if current => {
-                self.recoveries[2] += 1;
+                self.count(hw::CNT_RCVD_SEQ_ERR, 1);
                 fl.acked = diff;
                 fl.rewind();
                 fs.rewind();
