@@ -14,7 +14,9 @@
 #   channel's `wire`) under ib_write_bw (64 KiB x 200): out_of_seq_request and send_seq_err on ordma1, rcvd_seq_err or
 #   local_ack_timeout_err on ordma0, duplicate_request and bad_frames on ordma1;
 # - ordma0's port losing everything: ibv_rc_pingpong's client ends in RETRY_EXC_ERR,
-#   retry_exceeded_err + 1 on ordma0.
+#   retry_exceeded_err + 1 on ordma0;
+# - `rdma resource show pd|mr|cq|qp` lists a process's objects on ordma0 with its pid and
+#   name, and none once it is gone.
 # nics: 2
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
@@ -125,6 +127,28 @@ grep -q 'transport retry counter exceeded' /tmp/cut.cli || { cat /tmp/cut.cli; f
 a0=$(stats ordma0)
 [ "$(delta retry_exceeded_err "$b0" "$a0")" = 1 ] || fail "ordma0: retry_exceeded_err moved by $(delta retry_exceeded_err "$b0" "$a0"), not 1"
 echo "ok: a cut wire: RETRY_EXC_ERR, retry_exceeded_err + 1"
+
+# `rdma resource`: a process's objects on ordma0, each with its owner; none once it is gone.
+ibv_rc_pingpong -d ordma0 -p 18523 >/tmp/res.out 2>&1 &
+srv=$!
+wait_listen 18523 $srv || { cat /tmp/res.out; fail "the resource pingpong's server did not listen"; }
+# owned KIND PID: how many of ordma0's objects of KIND (`rdma resource show KIND`) PID owns.
+owned() {
+	rdma -j resource show "$1" | python3 -c '
+import json, sys
+print(sum(1 for e in json.load(sys.stdin)
+          if e.get("ifname") == "ordma0" and e.get("pid") == int(sys.argv[1])
+          and e.get("comm") == "ibv_rc_pingpong"))' "$2"
+}
+for r in pd mr cq qp; do
+	[ "$(owned $r $srv)" -ge 1 ] || { rdma resource show $r; fail "rdma resource show $r: nothing of ibv_rc_pingpong (pid $srv) on ordma0"; }
+done
+kill $srv
+wait $srv 2>/dev/null || true
+for r in pd mr cq qp; do
+	[ "$(owned $r $srv)" = 0 ] || fail "rdma resource show $r: ibv_rc_pingpong's objects outlive it"
+done
+echo "ok: rdma resource show pd, mr, cq, qp: ibv_rc_pingpong's objects on ordma0, with its pid and name; none after it"
 
 # At rest again: the driver's numbers are still the NIC's.
 for i in 0 1; do
