@@ -17,7 +17,10 @@
 #   retry_exceeded_err + 1 on ordma0;
 # - `rdma resource show pd|mr|cq|qp` lists a process's objects on ordma0 with its pid and
 #   name, and none once it is gone.
+# A boot of its own: the counters never go back (a NIC's port counts from power on), and
+# the tests that share a boot check that their NICs refused no frame (bad_frames=0).
 # nics: 2
+# fresh-vm: yes
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 P=/ordma/src/qemu-test/progs
