@@ -3,7 +3,7 @@
 model: its MR count (`status`, through the control channel) and the page size and page
 count it was given (its debug log's "MR created" lines).
 
-Usage: verbs_mr.py CHECK [ARGS]
+Usage: verbs_mr.py CHECK [ARGS] [CHECK [ARGS] ...]   (one after another, one device and PD)
   basic            a 64 KiB MR over ordinary (4 KiB-page) memory: lkey == rkey, the NIC
                    has 1 MR of 16 pages of 4 KiB; deregistered, 0; then 4 MiB of shmem:
                    1024 pages of 4 KiB in a two-level page list
@@ -331,34 +331,41 @@ def dmabuf(pd, huge):
 
 def main():
     args = sys.argv[1:]
-    check = args.pop(0)
     ctx = open_device("ordma0")
     pd = ibv.ibv_alloc_pd(ctx)
     if not pd:
         die(f"ibv_alloc_pd: errno {ctypes.get_errno()}")
-    if check == "basic":
-        basic(pd)
-    elif check == "huge":
-        huge(pd, args[0])
-    elif check == "thp":
-        thp(pd)
-    elif check == "shared":
-        shared(pd)
-    elif check == "access":
-        access(pd)
-    elif check == "memlock":
-        memlock(pd, int(args[0]))
-    elif check == "hold":
-        hold(pd, int(args[0]), args[2] if args[1:2] == ["--then-reg"] else None)
-    elif check == "dmabuf":
-        dmabuf(pd, False)
-    elif check == "dmabuf-huge":
-        dmabuf(pd, True)
-    else:
-        die(f"unknown check {check}")
+    # One check after another in this process (a process costs seconds on the debug
+    # kernel); `huge`, `memlock` and `hold` take their arguments after them.
+    while args:
+        check = args.pop(0)
+        if check == "basic":
+            basic(pd)
+        elif check == "huge":
+            huge(pd, args.pop(0))
+        elif check == "thp":
+            thp(pd)
+        elif check == "shared":
+            shared(pd)
+        elif check == "access":
+            access(pd)
+        elif check == "memlock":
+            memlock(pd, int(args.pop(0)))
+        elif check == "hold":
+            count, then_reg = int(args.pop(0)), None
+            if args[:1] == ["--then-reg"]:
+                then_reg = args[1]
+                del args[:2]
+            hold(pd, count, then_reg)
+        elif check == "dmabuf":
+            dmabuf(pd, False)
+        elif check == "dmabuf-huge":
+            dmabuf(pd, True)
+        else:
+            die(f"unknown check {check}")
+        print(f"ok {check}", flush=True)
     ibv.ibv_dealloc_pd(pd)
     ibv.ibv_close_device(ctx)
-    print(f"ok {check}", flush=True)
 
 
 if __name__ == "__main__":
