@@ -40,15 +40,32 @@ fn main() -> Result<(), String> {
         ])
         .args([
             "--allowlist-type",
-            "ib_uverbs_(cmd_hdr|get_context|get_context_resp)",
+            "ibv_cq_ex|ibv_cq_init_attr_ex|ibv_poll_cq_attr|ibv_create_cq_wc_flags",
         ])
         .args([
             "--allowlist-type",
-            "ib_uverbs_(alloc_pd|alloc_pd_resp|query_port|reg_mr|reg_mr_resp)",
+            "ibv_cq_init_attr_mask|ibv_create_cq_attr_flags",
+        ])
+        .args([
+            "--allowlist-type",
+            "ibv_qp_ex|ibv_qp_init_attr_ex|ibv_qp_init_attr_mask|ibv_qp_create_send_ops_flags",
+        ])
+        .args(["--allowlist-type", "ibv_data_buf"])
+        .args([
+            "--allowlist-type",
+            "ib_uverbs_(cmd_hdr|ex_cmd_hdr|get_context|get_context_resp)",
+        ])
+        .args([
+            "--allowlist-type",
+            "ib_uverbs_(alloc_pd|alloc_pd_resp|query_port|reg_mr|reg_mr_resp|rereg_mr|rereg_mr_resp)",
         ])
         .args([
             "--allowlist-type",
             "ib_uverbs_(create_cq|create_cq_resp|create_qp|create_qp_resp|modify_qp|query_qp)",
+        ])
+        .args([
+            "--allowlist-type",
+            "ib_uverbs_ex_(create_cq|create_cq_resp)",
         ])
         .args([
             "--allowlist-type",

@@ -110,13 +110,23 @@ pub struct VerbsContextOps {
             c_int,
         ) -> *mut sys::ibv_cq,
     >,
-    pub create_cq_ex: Unused,
+    pub create_cq_ex: Option<
+        unsafe extern "C" fn(
+            *mut sys::ibv_context,
+            *mut sys::ibv_cq_init_attr_ex,
+        ) -> *mut sys::ibv_cq_ex,
+    >,
     pub create_flow: Unused,
     pub create_flow_action_esp: Unused,
     pub create_qp: Option<
         unsafe extern "C" fn(*mut sys::ibv_pd, *mut sys::ibv_qp_init_attr) -> *mut sys::ibv_qp,
     >,
-    pub create_qp_ex: Unused,
+    pub create_qp_ex: Option<
+        unsafe extern "C" fn(
+            *mut sys::ibv_context,
+            *mut sys::ibv_qp_init_attr_ex,
+        ) -> *mut sys::ibv_qp,
+    >,
     pub create_rwq_ind_table: Unused,
     pub create_srq: Option<
         unsafe extern "C" fn(*mut sys::ibv_pd, *mut sys::ibv_srq_init_attr) -> *mut sys::ibv_srq,
@@ -207,7 +217,16 @@ pub struct VerbsContextOps {
         unsafe extern "C" fn(*mut sys::ibv_pd, *mut c_void, usize, u64, c_int) -> *mut sys::ibv_mr,
     >,
     pub req_notify_cq: Option<unsafe extern "C" fn(*mut sys::ibv_cq, c_int) -> c_int>,
-    pub rereg_mr: Unused,
+    pub rereg_mr: Option<
+        unsafe extern "C" fn(
+            *mut VerbsMr,
+            c_int,
+            *mut sys::ibv_pd,
+            *mut c_void,
+            usize,
+            c_int,
+        ) -> c_int,
+    >,
     pub resize_cq: Unused,
     pub set_ece: Unused,
     pub unimport_dm: Unused,
@@ -237,6 +256,14 @@ pub struct IbvAllocPd {
 pub struct IbvRegMr {
     pub hdr: sys::ib_uverbs_cmd_hdr,
     pub core: sys::ib_uverbs_reg_mr,
+}
+
+/// kern-abi.h's `struct ibv_rereg_mr`.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvReregMr {
+    pub hdr: sys::ib_uverbs_cmd_hdr,
+    pub core: sys::ib_uverbs_rereg_mr,
 }
 
 /// driver.h's `struct verbs_mr`: the provider allocates it, libibverbs and `ibv_cmd_*`
@@ -270,6 +297,42 @@ pub struct IbvCreateCq {
     pub hdr: sys::ib_uverbs_cmd_hdr,
     pub core: sys::ib_uverbs_create_cq,
 }
+
+/// kern-abi.h's `struct ex_hdr`: the uverbs header of an extended command.
+#[repr(C)]
+#[derive(Default)]
+pub struct ExHdr {
+    pub hdr: sys::ib_uverbs_cmd_hdr,
+    pub ex_hdr: sys::ib_uverbs_ex_cmd_hdr,
+}
+
+/// kern-abi.h's `struct ibv_create_cq_ex`.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvCreateCqEx {
+    pub hdr: ExHdr,
+    pub core: sys::ib_uverbs_ex_create_cq,
+}
+
+/// driver.h's `struct verbs_cq`: a union of `ibv_cq` and `ibv_cq_ex`, which begins with
+/// the same fields (so the larger, `ibv_cq_ex`, alone).
+#[repr(C)]
+pub struct VerbsCq {
+    pub cq_ex: sys::ibv_cq_ex,
+}
+
+/// driver.h's `struct verbs_qp`: a union of `ibv_qp` and `ibv_qp_ex` (whose head is an
+/// `ibv_qp`: the larger alone), then what libibverbs' `ibv_qp_to_qp_ex` reads.
+#[repr(C)]
+pub struct VerbsQp {
+    pub qp_ex: sys::ibv_qp_ex,
+    /// `VERBS_QP_EX` when `qp_ex` is the QP's (`ibv_qp_to_qp_ex` returns it).
+    pub comp_mask: u32,
+    pub xrcd: *mut c_void,
+}
+
+/// driver.h's `enum verbs_qp_mask`: the QP has its `ibv_qp_ex`.
+pub const VERBS_QP_EX: u32 = 1 << 1;
 
 /// kern-abi.h's `struct ibv_create_qp`.
 #[repr(C)]
@@ -387,6 +450,19 @@ extern "C" {
         vmr: *mut VerbsMr,
         driver: *mut IbvCommandBuffer,
     ) -> c_int;
+    pub fn ibv_cmd_rereg_mr(
+        vmr: *mut VerbsMr,
+        flags: u32,
+        addr: *mut c_void,
+        length: usize,
+        hca_va: u64,
+        access: c_int,
+        pd: *mut sys::ibv_pd,
+        cmd: *mut IbvReregMr,
+        cmd_sz: usize,
+        resp: *mut sys::ib_uverbs_rereg_mr_resp,
+        resp_sz: usize,
+    ) -> c_int;
     pub fn ibv_cmd_dereg_mr(vmr: *mut VerbsMr) -> c_int;
     pub fn ibv_cmd_create_cq(
         context: *mut sys::ibv_context,
@@ -399,11 +475,30 @@ extern "C" {
         resp: *mut sys::ib_uverbs_create_cq_resp,
         resp_size: usize,
     ) -> c_int;
+    pub fn ibv_cmd_create_cq_ex(
+        context: *mut sys::ibv_context,
+        cq_attr: *const sys::ibv_cq_init_attr_ex,
+        cq: *mut VerbsCq,
+        cmd: *mut IbvCreateCqEx,
+        cmd_size: usize,
+        resp: *mut sys::ib_uverbs_ex_create_cq_resp,
+        resp_size: usize,
+        cmd_flags: u32,
+    ) -> c_int;
     pub fn ibv_cmd_destroy_cq(cq: *mut sys::ibv_cq) -> c_int;
     pub fn ibv_cmd_create_qp(
         pd: *mut sys::ibv_pd,
         qp: *mut sys::ibv_qp,
         attr: *mut sys::ibv_qp_init_attr,
+        cmd: *mut IbvCreateQp,
+        cmd_size: usize,
+        resp: *mut sys::ib_uverbs_create_qp_resp,
+        resp_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_create_qp_ex(
+        context: *mut sys::ibv_context,
+        qp: *mut VerbsQp,
+        attr_ex: *mut sys::ibv_qp_init_attr_ex,
         cmd: *mut IbvCreateQp,
         cmd_size: usize,
         resp: *mut sys::ib_uverbs_create_qp_resp,

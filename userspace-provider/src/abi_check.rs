@@ -14,12 +14,12 @@ use core::mem::{offset_of, size_of};
 use std::collections::BTreeMap;
 
 use crate::abi::{
-    self, IbvAllocPd, IbvCreateCq, IbvCreateQp, IbvCreateSrq, IbvGetContext, IbvModifyQp,
-    IbvModifySrq, IbvQueryPort, IbvQueryQp, IbvQuerySrq, IbvRegMr, ListNode, Unused,
-    VerbsContextOps, VerbsDevice, VerbsDeviceOps, VerbsMatchEnt, VerbsMr,
+    self, IbvAllocPd, IbvCreateCq, IbvCreateCqEx, IbvCreateQp, IbvCreateSrq, IbvGetContext,
+    IbvModifyQp, IbvModifySrq, IbvQueryPort, IbvQueryQp, IbvQuerySrq, IbvRegMr, ListNode, Unused,
+    VerbsContextOps, VerbsCq, VerbsDevice, VerbsDeviceOps, VerbsMatchEnt, VerbsMr, VerbsQp,
 };
 use crate::barrier::{flush_writes_insn, from_device_insn, to_device_insn};
-use crate::{context, cq, pd, qp, srq, sys};
+use crate::{context, cq, cq_ex, pd, qp, srq, sys};
 
 #[path = "../tests/common/rdma_core.rs"]
 mod rdma_core;
@@ -434,6 +434,40 @@ fn layout_checks() -> Checks {
         "sizeof(struct ib_uverbs_create_srq_resp)".into(),
         offset_of!(srq::CreateSrqResp, drv),
     );
+    v.push(
+        "sizeof(struct ibv_create_cq_ex)".into(),
+        offset_of!(cq_ex::ExCreateCqCmd, drv),
+    );
+    v.push(
+        "sizeof(struct ib_uverbs_ex_create_cq_resp)".into(),
+        offset_of!(cq_ex::ExCreateCqResp, drv),
+    );
+    // The extended objects: driver.h's verbs_cq and verbs_qp, the extended command.
+    size!(v, abi::IbvReregMr, "struct ibv_rereg_mr");
+    fields!(
+        v,
+        abi::IbvReregMr,
+        "struct ibv_rereg_mr",
+        hdr,
+        core as core_payload
+    );
+    size!(v, IbvCreateCqEx, "struct ibv_create_cq_ex");
+    fields!(
+        v,
+        IbvCreateCqEx,
+        "struct ibv_create_cq_ex",
+        hdr,
+        core as core_payload
+    );
+    size!(v, abi::ExHdr, "struct ex_hdr");
+    fields!(v, abi::ExHdr, "struct ex_hdr", hdr, ex_hdr);
+    size!(v, VerbsCq, "struct verbs_cq");
+    fields!(v, VerbsCq, "struct verbs_cq", cq_ex);
+    size!(v, VerbsQp, "struct verbs_qp");
+    fields!(v, VerbsQp, "struct verbs_qp", qp_ex, comp_mask, xrcd);
+    v.push("VERBS_QP_EX".into(), abi::VERBS_QP_EX as usize);
+    size!(v, sys::ibv_cq_ex, "struct ibv_cq_ex");
+    size!(v, sys::ibv_qp_ex, "struct ibv_qp_ex");
     // The CQ, QP and SRQ objects start with libibverbs' (their address is the object's).
     v.push("0".into(), offset_of!(cq::Cq, ibv));
     v.push("0".into(), offset_of!(qp::Qp, ibv));
@@ -492,12 +526,41 @@ fn prototype_checks() -> Vec<(String, String)> {
         ),
         ("&ibv_cmd_dereg_mr", "int (*)(struct verbs_mr *)"),
         (
+            "&ibv_cmd_rereg_mr",
+            "int (*)(struct verbs_mr *, uint32_t, void *, size_t, uint64_t, int, \
+             struct ibv_pd *, struct ibv_rereg_mr *, size_t, \
+             struct ib_uverbs_rereg_mr_resp *, size_t)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->rereg_mr",
+            "int (*)(struct verbs_mr *, int, struct ibv_pd *, void *, size_t, int)",
+        ),
+        (
             "&ibv_cmd_create_cq",
             "int (*)(struct ibv_context *, int, struct ibv_comp_channel *, int, \
              struct ibv_cq *, struct ibv_create_cq *, size_t, \
              struct ib_uverbs_create_cq_resp *, size_t)",
         ),
         ("&ibv_cmd_destroy_cq", "int (*)(struct ibv_cq *)"),
+        (
+            "&ibv_cmd_create_cq_ex",
+            "int (*)(struct ibv_context *, const struct ibv_cq_init_attr_ex *, \
+             struct verbs_cq *, struct ibv_create_cq_ex *, size_t, \
+             struct ib_uverbs_ex_create_cq_resp *, size_t, uint32_t)",
+        ),
+        (
+            "&ibv_cmd_create_qp_ex",
+            "int (*)(struct ibv_context *, struct verbs_qp *, struct ibv_qp_init_attr_ex *, \
+             struct ibv_create_qp *, size_t, struct ib_uverbs_create_qp_resp *, size_t)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->create_cq_ex",
+            "struct ibv_cq_ex *(*)(struct ibv_context *, struct ibv_cq_init_attr_ex *)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->create_qp_ex",
+            "struct ibv_qp *(*)(struct ibv_context *, struct ibv_qp_init_attr_ex *)",
+        ),
         (
             "&ibv_cmd_create_qp",
             "int (*)(struct ibv_pd *, struct ibv_qp *, struct ibv_qp_init_attr *, \

@@ -11,7 +11,7 @@ use ordma_hw::{DB_PAGE_SIZE, MAX_QUEUE_NUM};
 use crate::abi::{self, VerbsContextOps};
 use crate::barrier::mmio_write32;
 use crate::qp::Qp;
-use crate::{ah, cq, errno, mr, pd, qp, set_errno, srq, sys};
+use crate::{ah, cq, cq_ex, errno, mr, pd, qp, set_errno, srq, sys};
 
 /// An open ordma device: libibverbs' context, the doorbell page and the QPs by number.
 #[repr(C)]
@@ -291,7 +291,9 @@ fn context_ops() -> VerbsContextOps {
         alloc_pd: Some(pd::alloc_pd),
         create_ah: Some(ah::create_ah),
         create_cq: Some(cq::create_cq),
+        create_cq_ex: Some(cq_ex::create_cq_ex),
         create_qp: Some(qp::create_qp),
+        create_qp_ex: Some(qp::create_qp_ex),
         create_srq: Some(srq::create_srq),
         dealloc_pd: Some(pd::dealloc_pd),
         dereg_mr: Some(mr::dereg_mr),
@@ -313,6 +315,7 @@ fn context_ops() -> VerbsContextOps {
         reg_dmabuf_mr: Some(mr::reg_dmabuf_mr),
         reg_mr: Some(mr::reg_mr),
         req_notify_cq: Some(cq::req_notify_cq),
+        rereg_mr: Some(mr::rereg_mr),
         ..Default::default()
     }
 }

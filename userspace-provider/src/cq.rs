@@ -5,7 +5,6 @@
 use core::ffi::c_int;
 use core::mem::{size_of, MaybeUninit};
 use core::ptr::{self, null_mut};
-use std::sync::Mutex;
 
 use ordma_hw::{
     cqe_phase, db_value, Cqe, CQE_FLAG_GRH, CQE_FLAG_IMM, CQE_FLAG_RECV, CQE_LOG_SIZE_MIN,
@@ -15,22 +14,26 @@ use ordma_hw::{
 use crate::barrier::{udma_from_device_barrier, udma_to_device_barrier};
 use crate::context::{Context, DbPage, Doorbell, QpTable};
 use crate::dma::{log2_ceil, DmaMem, RING_ALIGN};
+use crate::lock::SpinLock;
 use crate::qp::Qp;
 use crate::srq::Srq;
 use crate::wq::lock;
 use crate::{abi, set_errno, sys};
 
-/// A CQ: libibverbs' part first, then the NIC's number and the memory it writes.
+/// A CQ: libibverbs' part first (driver.h's `struct verbs_cq`: an `ibv_cq`, or for
+/// `ibv_create_cq_ex` the `ibv_cq_ex` that begins with the same fields), then the NIC's
+/// number and the memory it writes.
 #[repr(C)]
 pub(crate) struct Cq {
-    pub(crate) ibv: sys::ibv_cq,
+    pub(crate) ibv: sys::ibv_cq_ex,
     /// The NIC's CQ number, for the CQ's doorbells.
     pub(crate) cqn: u32,
     /// log2 of the ring's CQEs.
     pub(crate) log_depth: u8,
     /// The CQ's lock and what it guards: `poll_cq`, the arm doorbell and a QP's removal
-    /// from the context's table (`qp::destroy_qp`) take it.
-    pub(crate) state: Mutex<CqState>,
+    /// from the context's table (`qp::destroy_qp`) take it; `ibv_start_poll` takes it
+    /// until `ibv_end_poll` (`cq_ex`).
+    pub(crate) state: SpinLock<CqState>,
     /// The ring, `2^log_depth` CQEs of `2^CQE_LOG_SIZE_MIN` bytes.
     pub(crate) ring: DmaMem,
     /// The doorbell record (`consumer_index` u32 @0), which the NIC reads.
@@ -38,13 +41,25 @@ pub(crate) struct Cq {
 }
 
 /// What a CQ's lock guards.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct CqState {
     /// CQEs consumed, free-running.
     pub(crate) consumer_index: u32,
     /// CQEs that named no QP of this CQ, or no outstanding WQE of it: consumed and
     /// counted, each an error to one `poll_cq`.
     pub(crate) bad_cqes: u64,
+    /// The extended polling API's completion at hand (from `ibv_start_poll` or
+    /// `ibv_next_poll`), which its `ibv_wc_read_*` accessors read.
+    pub(crate) current: sys::ibv_wc,
+    /// The consumer index the NIC was last told of (`ibv_end_poll` publishes the new one).
+    pub(crate) published: u32,
+}
+
+impl Cq {
+    /// libibverbs' `ibv_cq` of `cq` (the head of its `ibv_cq_ex`).
+    pub(crate) fn ibv_cq(cq: *mut Cq) -> *mut sys::ibv_cq {
+        cq.cast()
+    }
 }
 
 /// The request and response of CREATE_CQ with ordma's driver data.
@@ -98,17 +113,17 @@ pub(crate) unsafe extern "C" fn create_cq(
 }
 
 /// A CQ's memory for `cqe` CQEs, not yet known to the kernel.
-fn new_cq(cqe: c_int) -> Result<Box<Cq>, c_int> {
+pub(crate) fn new_cq(cqe: c_int) -> Result<Box<Cq>, c_int> {
     let log_depth = cq_log_depth(cqe)?;
     let ring = DmaMem::ring(log_depth, CQE_LOG_SIZE_MIN)?;
     // CAST: 8 bytes.
     let record = DmaMem::zeroed(CQ_DB_RECORD_SIZE as usize, CQ_DB_RECORD_SIZE as usize)?;
     debug_assert_eq!(ring.addr() % RING_ALIGN as u64, 0);
     Ok(Box::new(Cq {
-        ibv: sys::ibv_cq::default(),
+        ibv: sys::ibv_cq_ex::default(),
         cqn: 0,
         log_depth,
-        state: Mutex::new(CqState::default()),
+        state: SpinLock::new(CqState::default()),
         ring,
         record,
     }))
@@ -142,7 +157,7 @@ unsafe fn register(
             cqe,
             channel,
             comp_vector,
-            ptr::addr_of_mut!((*cq).ibv),
+            Cq::ibv_cq(cq),
             &mut cmd.ibv,
             size_of::<CreateCqCmd>(),
             &mut resp.ibv,
@@ -157,7 +172,7 @@ unsafe fn register(
     // SAFETY: `cq` is ours.
     unsafe {
         (*cq).cqn = resp.drv.cqn;
-        Ok(ptr::addr_of_mut!((*cq).ibv))
+        Ok(Cq::ibv_cq(cq))
     }
 }
 
@@ -216,7 +231,7 @@ pub(crate) unsafe extern "C" fn req_notify_cq(
 /// Arms `cq` at its consumer index, under its lock (so the index is the one the last
 /// poll published).
 pub(crate) fn arm(cq: &Cq, db: &impl Doorbell, solicited_only: bool) {
-    let st = lock(&cq.state);
+    let st = cq.state.lock();
     let (offset, value) = arm_doorbell(cq.cqn, st.consumer_index, solicited_only);
     udma_to_device_barrier();
     db.ring(offset, value);
@@ -255,7 +270,7 @@ pub(crate) unsafe extern "C" fn poll_cq(
 
 /// The next CQE of `cq` at consumer index `ci`, if the NIC has written it: the owner
 /// byte first, then (after [`udma_from_device_barrier`]) the rest.
-fn next_cqe(cq: &Cq, ci: u32) -> Option<Cqe> {
+pub(crate) fn next_cqe(cq: &Cq, ci: u32) -> Option<Cqe> {
     let mask = (1u32 << cq.log_depth) - 1;
     // CAST: below the depth, at most 2^15.
     let off = ((ci & mask) as usize) << CQE_LOG_SIZE_MIN;
@@ -280,7 +295,7 @@ fn next_cqe(cq: &Cq, ci: u32) -> Option<Cqe> {
 }
 
 /// Publishes `ci` in `cq`'s doorbell record, after the CQEs before it were read.
-fn publish(cq: &Cq, ci: u32) {
+pub(crate) fn publish(cq: &Cq, ci: u32) {
     // The CQEs are read before the NIC may overwrite their slots.
     udma_to_device_barrier();
     // SAFETY: the record is 8 bytes, 8-byte aligned, ours; the NIC reads it.
@@ -333,6 +348,7 @@ pub(crate) fn clean(cq: &Cq, st: &mut CqState, qpn: u32, srq: Option<&Srq>) -> u
     if freed > 0 {
         st.consumer_index = ci.wrapping_add(freed);
         publish(cq, st.consumer_index);
+        st.published = st.consumer_index;
     }
     freed
 }
@@ -341,15 +357,16 @@ pub(crate) fn clean(cq: &Cq, st: &mut CqState, qpn: u32, srq: Option<&Srq>) -> u
 /// every WQE up to `wqe_index` (the unsignaled ones before it), on the RQ that one, which
 /// must be the oldest (receives complete in order), on the QP's SRQ that slot (given back).
 /// `EIO` if no QP of `cq` in `qps` has that number, or it has no such outstanding WQE.
-fn complete(cq: &Cq, qps: &QpTable, cqe: &Cqe) -> Result<sys::ibv_wc, c_int> {
+pub(crate) fn complete(cq: &Cq, qps: &QpTable, cqe: &Cqe) -> Result<sys::ibv_wc, c_int> {
     let qp = qps.get(cqe.qpn).ok_or(libc::EIO)?;
     // SAFETY: a QP leaves the table only under the locks of its CQs (`qp::clean_cqs`); the
     // caller holds `cq`'s, and the QP is used only once it is known to be one of `cq`'s
     // (the NIC writes a QP's CQEs to its own CQs only).
     let qp: &Qp = unsafe { qp.as_ref() };
-    let me = ptr::addr_of!(cq.ibv).cast_mut();
+    let me = ptr::addr_of!(cq.ibv).cast_mut().cast::<sys::ibv_cq>();
     let recv = cqe.flags & CQE_FLAG_RECV != 0;
-    let cq_of_qp = if recv { qp.ibv.recv_cq } else { qp.ibv.send_cq };
+    let base = qp.base();
+    let cq_of_qp = if recv { base.recv_cq } else { base.send_cq };
     if cq_of_qp != me {
         return Err(libc::EIO);
     }
@@ -395,7 +412,7 @@ fn complete(cq: &Cq, qps: &QpTable, cqe: &Cqe) -> Result<sys::ibv_wc, c_int> {
 /// ([`CqState::bad_cqes`]) and makes this poll return `-EIO` if it is the first; after
 /// good ones the poll stops before it (the next poll reports it).
 pub(crate) fn poll(cq: &Cq, qps: &QpTable, wc: &mut [MaybeUninit<sys::ibv_wc>]) -> c_int {
-    let mut st = lock(&cq.state);
+    let mut st = cq.state.lock();
     let start = st.consumer_index;
     let mut n: c_int = 0;
     let mut result = None;
@@ -421,6 +438,7 @@ pub(crate) fn poll(cq: &Cq, qps: &QpTable, wc: &mut [MaybeUninit<sys::ibv_wc>]) 
     }
     if st.consumer_index != start {
         publish(cq, st.consumer_index);
+        st.published = st.consumer_index;
     }
     result.unwrap_or(n)
 }

@@ -1,5 +1,7 @@
-//! Memory regions: REG_MR (user memory, or a dma-buf) and DEREG_MR through the kernel. No
-//! driver data travels either way: the kernel answers with the keys in the core response.
+//! Memory regions: REG_MR (user memory, or a dma-buf), REREG_MR and DEREG_MR through the
+//! kernel. No driver data travels either way: the kernel answers with the keys in the core
+//! response. A re-registration is a new MR on the NIC in the old one's place (new keys,
+//! which `ibv_cmd_rereg_mr` writes into the `ibv_mr`), the old one gone before it returns.
 
 use core::ffi::{c_int, c_void};
 use core::mem::size_of;
@@ -84,6 +86,45 @@ fn finish(vmr: *mut abi::VerbsMr, r: c_int) -> *mut sys::ibv_mr {
     }
     // SAFETY: `vmr` is ours; `ibv_cmd_*` filled its `ibv_mr` (keys, handle, context).
     unsafe { ptr::addr_of_mut!((*vmr).ibv_mr) }
+}
+
+/// `ibv_rereg_mr`: REREG_MR for what `flags` changes (translation, PD, access; libibverbs
+/// has checked them), the keys answered written into the MR. The old keys do not stay
+/// valid.
+///
+/// # Safety
+///
+/// libibverbs calls this with an MR `reg_mr` returned, one of our PDs (or, without
+/// `IBV_REREG_MR_CHANGE_PD`, what its caller passed, unused) and, with
+/// `IBV_REREG_MR_CHANGE_TRANSLATION`, the caller's memory at `addr..addr + length`.
+pub(crate) unsafe extern "C" fn rereg_mr(
+    vmr: *mut abi::VerbsMr,
+    flags: c_int,
+    pd: *mut sys::ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    access: c_int,
+) -> c_int {
+    let mut cmd = abi::IbvReregMr::default();
+    let mut resp = sys::ib_uverbs_rereg_mr_resp::default();
+    // SAFETY: `vmr` and `pd` are valid (contract); the buffers are ours and their sizes
+    // are theirs.
+    unsafe {
+        abi::ibv_cmd_rereg_mr(
+            vmr,
+            // CAST: a bit mask, reinterpreted.
+            flags as u32,
+            addr,
+            length,
+            addr as u64,
+            access,
+            pd,
+            &mut cmd,
+            size_of::<abi::IbvReregMr>(),
+            &mut resp,
+            size_of::<sys::ib_uverbs_rereg_mr_resp>(),
+        )
+    }
 }
 
 /// # Safety

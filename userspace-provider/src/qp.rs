@@ -1,6 +1,8 @@
-//! Queue pairs (RC): CREATE_QP with the send and receive rings the provider sizes and
-//! allocates (ordma's driver data), MODIFY_QP, QUERY_QP and DESTROY_QP through the kernel;
-//! `post_send` and `post_recv` in user space (their logic is in `wq`).
+//! Queue pairs (RC, UC, UD): CREATE_QP with the send and receive rings the provider sizes
+//! and allocates (ordma's driver data), for `ibv_create_qp` and `ibv_create_qp_ex` (whose
+//! QPs have an `ibv_qp_ex`: the `ibv_wr_*` functions of `wr`), MODIFY_QP, QUERY_QP and
+//! DESTROY_QP through the kernel; `post_send` and `post_recv` in user space (their logic
+//! is in `wq`).
 
 use core::ffi::c_int;
 use core::mem::size_of;
@@ -18,9 +20,9 @@ use crate::cq::{self, Cq};
 use crate::dma::log2_ceil;
 use crate::srq::SrqRef;
 use crate::wq::{
-    lock, post_recv_chain, post_result, post_send_chain, ring_caps, QpCaps, WorkQueue,
+    lock, post_recv_chain, post_result, post_send_chain, ring_caps, QpCaps, SendQueue, WorkQueue,
 };
-use crate::{abi, set_errno, sys};
+use crate::{abi, set_errno, sys, wr};
 
 /// The shape of one work queue: `2^log_depth` WQEs of `2^log_wqe_size` bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,15 +31,16 @@ pub(crate) struct QueueShape {
     pub(crate) log_wqe_size: u8,
 }
 
-/// A QP: libibverbs' part first, then the NIC's number, the queues (each under its own
-/// lock, as libibverbs lets threads post to the SQ and the RQ at once), what they take,
-/// and the state the provider last set.
+/// A QP: libibverbs' part first (driver.h's `verbs_qp`: the `ibv_qp`, in an `ibv_qp_ex`
+/// that extended QPs use), then the NIC's number, the queues (each under its own lock, as
+/// libibverbs lets threads post to the SQ and the RQ at once), what they take, and the
+/// state the provider last set.
 #[repr(C)]
 pub(crate) struct Qp {
-    pub(crate) ibv: sys::ibv_qp,
+    pub(crate) ibv: abi::VerbsQp,
     /// The NIC's QP number, for the QP's doorbells.
     pub(crate) qpn: u32,
-    pub(crate) sq: Mutex<WorkQueue>,
+    pub(crate) sq: Mutex<SendQueue>,
     /// None for a QP without a receive queue (`max_recv_wr` 0, or on an SRQ).
     pub(crate) rq: Option<Mutex<WorkQueue>>,
     /// The SRQ it receives through instead, if any.
@@ -49,6 +52,16 @@ pub(crate) struct Qp {
 }
 
 impl Qp {
+    /// libibverbs' `ibv_qp` of the QP.
+    pub(crate) fn base(&self) -> &sys::ibv_qp {
+        &self.ibv.qp_ex.qp_base
+    }
+
+    /// libibverbs' `ibv_qp` of `qp` (at its head).
+    pub(crate) fn ibv_qp(qp: *mut Qp) -> *mut sys::ibv_qp {
+        qp.cast()
+    }
+
     /// The state the provider last set.
     pub(crate) fn state(&self) -> u32 {
         self.state.load(Ordering::Acquire)
@@ -159,9 +172,16 @@ pub(crate) fn new_qp(attr: &sys::ibv_qp_init_attr) -> Result<Box<Qp>, c_int> {
         ..ring_caps(&sq_shape, rq_shape.as_ref(), qp_type)
     };
     Ok(Box::new(Qp {
-        ibv: sys::ibv_qp::default(),
+        ibv: abi::VerbsQp {
+            qp_ex: sys::ibv_qp_ex::default(),
+            comp_mask: 0,
+            xrcd: null_mut(),
+        },
         qpn: 0,
-        sq: Mutex::new(sq),
+        sq: Mutex::new(SendQueue {
+            wq: sq,
+            batch: None,
+        }),
         rq: rq.map(Mutex::new),
         srq,
         caps,
@@ -226,43 +246,184 @@ unsafe fn register(
     attr: *mut sys::ibv_qp_init_attr,
     qp: Box<Qp>,
 ) -> Result<*mut sys::ibv_qp, c_int> {
+    // SAFETY: `attr` is valid (contract).
+    let cap = unsafe { ptr::addr_of_mut!((*attr).cap) };
+    let command = |qp: *mut Qp, cmd: &mut CreateQpCmd, resp: &mut CreateQpResp| {
+        // SAFETY: `pd` and `attr` are valid (contract); `qp` is ours and stays where it is
+        // (its address is the QP's user handle); the buffers are ours, their sizes theirs.
+        unsafe {
+            abi::ibv_cmd_create_qp(
+                pd,
+                Qp::ibv_qp(qp),
+                attr,
+                &mut cmd.ibv,
+                size_of::<CreateQpCmd>(),
+                &mut resp.ibv,
+                size_of::<CreateQpResp>(),
+            )
+        }
+    };
+    // SAFETY: `cap` is valid; the command is CREATE_QP with the request's rings.
+    unsafe { create_with(qp, cap, command) }
+}
+
+/// CREATE_QP for `qp` by `command` (one of libibverbs' `ibv_cmd_create_qp*`, given the QP,
+/// ordma's request and its response); then as [`register`] says, with `cap` (which the
+/// command filled) settled.
+///
+/// # Safety
+///
+/// `cap` is valid; `command` creates the QP in the kernel with the rings of the request
+/// and sets the QP's context (one of ours), or fails.
+unsafe fn create_with(
+    qp: Box<Qp>,
+    cap: *mut sys::ibv_qp_cap,
+    command: impl FnOnce(*mut Qp, &mut CreateQpCmd, &mut CreateQpResp) -> c_int,
+) -> Result<*mut sys::ibv_qp, c_int> {
     let mut cmd = create_qp_cmd(&qp);
     let mut resp = CreateQpResp::default();
     let qp = Box::into_raw(qp);
-    // SAFETY: `pd` and `attr` are valid (contract); `qp` is ours and stays where it is
-    // (its address is the QP's user handle); the buffers are ours, their sizes theirs.
-    let r = unsafe {
-        abi::ibv_cmd_create_qp(
-            pd,
-            ptr::addr_of_mut!((*qp).ibv),
-            attr,
-            &mut cmd.ibv,
-            size_of::<CreateQpCmd>(),
-            &mut resp.ibv,
-            size_of::<CreateQpResp>(),
-        )
-    };
+    let r = command(qp, &mut cmd, &mut resp);
     if r != 0 {
         // SAFETY: from `Box::into_raw` above; the kernel has not kept its rings.
         drop(unsafe { Box::from_raw(qp) });
         return Err(r);
     }
-    // SAFETY: `qp` is ours, `attr` valid (contract); `ibv_cmd_create_qp` set the QP's
-    // context, one of ours.
+    // SAFETY: `qp` is ours, `cap` valid (caller); the command set the QP's context, one
+    // of ours.
     unsafe {
         (*qp).qpn = resp.drv.qpn;
-        (*qp).caps = settle_caps(&*qp, &mut (*attr).cap);
-        let ctx = Context::from_ibv((*qp).ibv.context);
+        (*qp).caps = settle_caps(&*qp, &mut *cap);
+        let ctx = Context::from_ibv((*qp).base().context);
         if let Err(e) = (*ctx).qps.insert((*qp).qpn, qp) {
-            if abi::ibv_cmd_destroy_qp(ptr::addr_of_mut!((*qp).ibv)) == 0 {
+            if abi::ibv_cmd_destroy_qp(Qp::ibv_qp(qp)) == 0 {
                 drop(Box::from_raw(qp));
             }
             // Else the kernel still holds the rings: the QP's memory is leaked, never
             // freed under the NIC.
             return Err(e);
         }
-        Ok(ptr::addr_of_mut!((*qp).ibv))
+        Ok(Qp::ibv_qp(qp))
     }
+}
+
+/// What `ibv_create_qp_ex` may ask: a PD (required) and the send operations; no creation
+/// flags, XRC, RSS or TSO (`EOPNOTSUPP`, as soft-RoCE's provider), and only the
+/// operations the QP's type takes (`wr::send_ops`).
+pub(crate) fn check_attr_ex(attr: &sys::ibv_qp_init_attr_ex) -> Result<(), c_int> {
+    use sys::*;
+    let pd = ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_PD;
+    let ops = ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    let flags = ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_CREATE_FLAGS;
+    if attr.comp_mask & !(pd | ops | flags) != 0
+        || (attr.comp_mask & flags != 0 && attr.create_flags != 0)
+    {
+        return Err(libc::EOPNOTSUPP);
+    }
+    if attr.comp_mask & pd == 0 || attr.pd.is_null() {
+        return Err(libc::EINVAL);
+    }
+    if attr.comp_mask & ops != 0 {
+        let allowed = wr::send_ops(attr.qp_type).ok_or(libc::EOPNOTSUPP)?;
+        if attr.send_ops_flags & !allowed != 0 {
+            return Err(libc::EOPNOTSUPP);
+        }
+    }
+    Ok(())
+}
+
+/// The `ibv_qp_init_attr` part of `attr`.
+pub(crate) fn base_attr(attr: &sys::ibv_qp_init_attr_ex) -> sys::ibv_qp_init_attr {
+    sys::ibv_qp_init_attr {
+        qp_context: attr.qp_context,
+        send_cq: attr.send_cq,
+        recv_cq: attr.recv_cq,
+        srq: attr.srq,
+        cap: attr.cap,
+        qp_type: attr.qp_type,
+        sq_sig_all: attr.sq_sig_all,
+    }
+}
+
+/// # Safety
+///
+/// libibverbs calls this with one of our contexts and a valid `attr` (its PD, CQs and SRQ
+/// ours).
+pub(crate) unsafe extern "C" fn create_qp_ex(
+    ibctx: *mut sys::ibv_context,
+    attr: *mut sys::ibv_qp_init_attr_ex,
+) -> *mut sys::ibv_qp {
+    // SAFETY: `attr` is valid (contract).
+    let r = check_attr_ex(unsafe { &*attr })
+        // SAFETY: as above.
+        .and_then(|()| new_qp(&base_attr(unsafe { &*attr })))
+        .and_then(|mut qp| {
+            // SAFETY: as above.
+            let ops = unsafe { send_ops_of(&*attr) };
+            if let Some(ops) = ops {
+                wr::set_functions(&mut qp.ibv.qp_ex, ops);
+            }
+            // SAFETY: as this function's contract.
+            unsafe { register_ex(ibctx, attr, qp) }
+        });
+    match r {
+        Ok(qp) => qp,
+        Err(e) => {
+            set_errno(e);
+            null_mut()
+        }
+    }
+}
+
+/// The send operations `attr` asks for, if it asks.
+fn send_ops_of(attr: &sys::ibv_qp_init_attr_ex) -> Option<u64> {
+    (attr.comp_mask & sys::ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0)
+        .then_some(attr.send_ops_flags)
+}
+
+/// CREATE_QP for an extended QP (`ibv_cmd_create_qp_ex`, the command `create_qp` uses with
+/// the extended attributes), then as [`register`]; the QP's `ibv_qp_ex` is its own
+/// (`VERBS_QP_EX`: `ibv_qp_to_qp_ex` returns it).
+///
+/// # Safety
+///
+/// As [`create_qp_ex`].
+unsafe fn register_ex(
+    ibctx: *mut sys::ibv_context,
+    attr: *mut sys::ibv_qp_init_attr_ex,
+    qp: Box<Qp>,
+) -> Result<*mut sys::ibv_qp, c_int> {
+    // The kernel's command knows no creation flags (checked to be none).
+    // SAFETY: `attr` is valid (contract).
+    let mut core = unsafe { *attr };
+    core.comp_mask &= !sys::ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_CREATE_FLAGS;
+    // SAFETY: `attr` is valid (contract).
+    let cap = unsafe { ptr::addr_of_mut!((*attr).cap) };
+    let command = |qp: *mut Qp, cmd: &mut CreateQpCmd, resp: &mut CreateQpResp| {
+        // SAFETY: `ibctx` is valid (contract); `qp` is ours, a `verbs_qp` at its head, and
+        // stays where it is; `core` and the buffers are ours, their sizes theirs.
+        let r = unsafe {
+            abi::ibv_cmd_create_qp_ex(
+                ibctx,
+                qp.cast::<abi::VerbsQp>(),
+                &mut core,
+                &mut cmd.ibv,
+                size_of::<CreateQpCmd>(),
+                &mut resp.ibv,
+                size_of::<CreateQpResp>(),
+            )
+        };
+        if r == 0 {
+            // SAFETY: `cap` is valid (contract); the command reported the QP's own.
+            unsafe { *cap = core.cap };
+        }
+        r
+    };
+    // SAFETY: `cap` is valid; the command is CREATE_QP with the request's rings.
+    let r = unsafe { create_with(qp, cap, command) }?;
+    // SAFETY: `r` is the head of our live `Qp`, not yet returned to the caller.
+    unsafe { (*r.cast::<Qp>()).ibv.comp_mask |= abi::VERBS_QP_EX };
+    Ok(r)
 }
 
 /// # Safety
@@ -364,10 +525,10 @@ unsafe fn clean_cqs(qp: *mut Qp, forget: bool) {
     // SAFETY: the caller's promise; our CQs are `Cq`s with `ibv` first.
     let (ctx, qpn, a, b, srq) = unsafe {
         (
-            Context::from_ibv((*qp).ibv.context),
+            Context::from_ibv((*qp).base().context),
             (*qp).qpn,
-            (*qp).ibv.send_cq.cast::<Cq>(),
-            (*qp).ibv.recv_cq.cast::<Cq>(),
+            (*qp).base().send_cq.cast::<Cq>(),
+            (*qp).base().recv_cq.cast::<Cq>(),
             (*qp).srq,
         )
     };
@@ -375,8 +536,8 @@ unsafe fn clean_cqs(qp: *mut Qp, forget: bool) {
     let (first, second) = if a <= b { (a, b) } else { (b, a) };
     // SAFETY: live CQs (the QP uses them, so they cannot be destroyed yet).
     let (first, second) = unsafe { (&*first, &*second) };
-    let mut g1 = lock(&first.state);
-    let mut g2 = (!ptr::eq(first, second)).then(|| lock(&second.state));
+    let mut g1 = first.state.lock();
+    let mut g2 = (!ptr::eq(first, second)).then(|| second.state.lock());
     cq::clean(first, &mut g1, qpn, srq);
     if let Some(g2) = g2.as_mut() {
         cq::clean(second, g2, qpn, srq);
@@ -404,7 +565,7 @@ pub(crate) unsafe extern "C" fn post_send(
     // doorbell page stays mapped while it is open; the WRs as the contract says.
     let r = unsafe {
         let qp = &*ibqp.cast::<Qp>();
-        match DbPage::new((*Context::from_ibv(qp.ibv.context)).db) {
+        match DbPage::new((*Context::from_ibv(qp.base().context)).db) {
             Some(db) => post_send_chain(qp, &db, wr),
             None => Err((libc::EINVAL, wr)),
         }
@@ -428,7 +589,7 @@ pub(crate) unsafe extern "C" fn post_recv(
     // SAFETY: as `post_send`.
     let r = unsafe {
         let qp = &*ibqp.cast::<Qp>();
-        match DbPage::new((*Context::from_ibv(qp.ibv.context)).db) {
+        match DbPage::new((*Context::from_ibv(qp.base().context)).db) {
             Some(db) => post_recv_chain(qp, &db, wr),
             None => Err((libc::EINVAL, wr)),
         }
@@ -477,6 +638,7 @@ mod tests {
         assert_eq!(offset_of!(CreateQpResp, drv), 32);
         assert_eq!(size_of::<CreateQpResp>(), 32 + 8);
         assert_eq!(offset_of!(Qp, ibv), 0);
+        assert_eq!(offset_of!(abi::VerbsQp, qp_ex), 0);
     }
 
     #[test]

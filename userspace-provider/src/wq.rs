@@ -6,6 +6,7 @@
 //! No system call, no allocation.
 
 use core::ffi::c_int;
+use core::ops::{Deref, DerefMut};
 use core::ptr::NonNull;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -22,6 +23,7 @@ use crate::context::Doorbell;
 use crate::dma::DmaMem;
 use crate::qp::{Qp, QueueShape};
 use crate::sys;
+use crate::wr::Batch;
 
 /// The most SGEs one WQE may carry here (a send WQE of 1 KiB holds 62; the WQE's
 /// `num_sge` is a u8).
@@ -105,22 +107,33 @@ impl WorkQueue {
         wr_id: u64,
         write: impl FnOnce(&mut [u8]) -> Result<(), c_int>,
     ) -> Result<(), c_int> {
-        if self.is_full() {
+        write(self.stage(0, wr_id)?)?;
+        self.head = self.head.wrapping_add(1);
+        Ok(())
+    }
+
+    /// The slot `ahead` WQEs past the producer index, for a WQE not yet posted, with
+    /// `wr_id` recorded for it: `ENOMEM` if the queue cannot hold that many more
+    /// ([`Self::is_full`] counting the ones before it).
+    pub(crate) fn stage(&mut self, ahead: u32, wr_id: u64) -> Result<&mut [u8], c_int> {
+        if self.outstanding().saturating_add(ahead) >= self.limit {
             return Err(libc::ENOMEM);
         }
-        let slot = (self.head & (self.depth() - 1)) as usize;
-        let size = self.wqe_size();
-        // SAFETY: the ring holds `depth` WQEs of `size` bytes (`DmaMem::ring`), `slot` is
-        // below `depth`; the slot is not outstanding, so the NIC does not read it, and
-        // `&mut self` (the queue's lock) keeps every other writer out.
-        let wqe =
-            unsafe { core::slice::from_raw_parts_mut(self.ring.as_ptr().add(slot * size), size) };
-        write(wqe)?;
+        let slot = (self.head.wrapping_add(ahead) & (self.depth() - 1)) as usize;
         if let Some(w) = self.wr_id.get_mut(slot) {
             *w = wr_id;
         }
-        self.head = self.head.wrapping_add(1);
-        Ok(())
+        let size = self.wqe_size();
+        // SAFETY: the ring holds `depth` WQEs of `size` bytes (`DmaMem::ring`), `slot` is
+        // below `depth`; the slot is not outstanding (fewer than `limit` <= `depth` are,
+        // with the ones staged before it), so the NIC does not read it, and `&mut self`
+        // (the queue's lock) keeps every other writer out.
+        Ok(unsafe { core::slice::from_raw_parts_mut(self.ring.as_ptr().add(slot * size), size) })
+    }
+
+    /// Posts the `n` WQEs staged past the producer index ([`Self::stage`]).
+    pub(crate) fn post_staged(&mut self, n: u32) {
+        self.head = self.head.wrapping_add(n);
     }
 
     /// Retires the oldest outstanding WQE if its index (mod 2^16) is `wqe_index` (a
@@ -147,6 +160,35 @@ impl WorkQueue {
         let wr_id = *self.wr_id.get((index & (self.depth() - 1)) as usize)?;
         self.tail = index.wrapping_add(1);
         Some(wr_id)
+    }
+}
+
+/// A send queue: its work queue and, between `ibv_wr_start` and `ibv_wr_complete` or
+/// `ibv_wr_abort`, the WQEs staged past its producer index (`wr`).
+pub(crate) struct SendQueue {
+    pub(crate) wq: WorkQueue,
+    pub(crate) batch: Option<Batch>,
+}
+
+impl SendQueue {
+    /// Back to empty, as the NIC's indices after a move to RESET; an open batch is gone
+    /// (its `ibv_wr_complete` fails).
+    pub(crate) fn reset(&mut self) {
+        self.wq.reset();
+        self.batch = None;
+    }
+}
+
+impl Deref for SendQueue {
+    type Target = WorkQueue;
+    fn deref(&self) -> &WorkQueue {
+        &self.wq
+    }
+}
+
+impl DerefMut for SendQueue {
+    fn deref_mut(&mut self) -> &mut WorkQueue {
+        &mut self.wq
     }
 }
 
@@ -190,6 +232,12 @@ fn wr_opcode(op: sys::ibv_wr_opcode) -> Result<u8, c_int> {
         sys::ibv_wr_opcode_IBV_WR_ATOMIC_FETCH_AND_ADD => WR_ATOMIC_FETCH_AND_ADD,
         _ => return Err(libc::EINVAL),
     })
+}
+
+/// Whether WQE opcode `opcode` reads the remote side (a READ or an atomic): such a WQE
+/// carries no inline data.
+pub(crate) fn is_read_or_atomic(opcode: u8) -> bool {
+    opcode == WR_RDMA_READ || is_atomic(opcode)
 }
 
 /// The bytes of `sges` together, `None` past u64.
@@ -239,7 +287,7 @@ pub(crate) fn send_header(
     }
     let (num_sge, inline_len) = if f & sys::ibv_send_flags_IBV_SEND_INLINE != 0 {
         let len = total_len(sges).ok_or(libc::EINVAL)?;
-        if opcode == WR_RDMA_READ || is_atomic(opcode) || len > u64::from(caps.max_inline) {
+        if is_read_or_atomic(opcode) || len > u64::from(caps.max_inline) {
             return Err(libc::EINVAL);
         }
         flags |= WQE_FLAG_INLINE;
@@ -480,6 +528,11 @@ unsafe fn post_one_send(
     sq.push(wr.wr_id, |wqe| encode_send(wqe, &hdr, &payload))
 }
 
+/// Rings a send queue's doorbell after the WQEs up to `head` are in memory.
+pub(crate) fn ring_sq(db: &impl Doorbell, qpn: u32, head: u32) {
+    ring(db, DB_SQ, qpn, head);
+}
+
 /// Rings a queue's doorbell after the WQEs up to `head` are in memory.
 fn ring(db: &impl Doorbell, offset: usize, qpn: u32, head: u32) {
     udma_to_device_barrier();
@@ -507,6 +560,10 @@ pub(crate) unsafe fn post_send_chain(
         return Err((libc::EINVAL, wr));
     }
     let mut sq = lock(&qp.sq);
+    if sq.batch.is_some() {
+        // WQEs staged by `ibv_wr_*` hold the next slots until `ibv_wr_complete`.
+        return Err((libc::EBUSY, wr));
+    }
     let start = sq.head();
     let mut result = Ok(());
     while let Some(w) = NonNull::new(wr) {

@@ -1,5 +1,5 @@
 //! Compiles the test program's C part (`verbs_data.c`, `mr_checks.c`, `ownership.c`,
-//! `quirks.c`, `srq_checks.c`, `atomics.c`, `uc.c`, `ud.c`, `stress.c`, `many.c`) and links libibverbs.
+//! `quirks.c`, `srq_checks.c`, `atomics.c`, `uc.c`, `ud.c`, `stress.c`, `many.c`, `ex.c`) and links libibverbs.
 
 fn main() {
     for f in [
@@ -14,6 +14,7 @@ fn main() {
         "ud.c",
         "stress.c",
         "many.c",
+        "ex.c",
     ] {
         println!("cargo:rerun-if-changed={f}");
     }
@@ -28,6 +29,7 @@ fn main() {
         .file("ud.c")
         .file("stress.c")
         .file("many.c")
+        .file("ex.c")
         .flag("-std=gnu11")
         .warnings(true)
         .extra_warnings(true)

@@ -12,6 +12,12 @@
  *           across the 1 GiB boundary, across a table and on the MR's last byte land in,
  *           and come from, the memfd where that mapping says; with ORDMA_VD_MR_CHECK set,
  *           that command runs with the MR's key while the MR exists, and must succeed
+ *   rereg   ibv_rereg_mr: a new translation (the responder's MR moved to another buffer:
+ *           WRITEs and READs land in and come from the new one, the old buffer untouched,
+ *           a WRITE to the old range with the new key REM_ACCESS_ERR), new access (READs
+ *           allowed, WRITEs REM_ACCESS_ERR), a new PD (the QP's PD no longer the MR's:
+ *           REM_ACCESS_ERR), and the old key refused after any re-registration
+ *           (REM_ACCESS_ERR); flags 0 EINVAL
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -178,6 +184,122 @@ void check_levels(void)
 	munmap(base, SPAN);
 	munmap(file, FILE_SIZE);
 	close(memfd);
+	side_close(&a);
+	side_close(&b);
+}
+
+/* A WRITE of 64 B from a with rkey `rkey` at `raddr`: its completion status is `want`. */
+static int rereg_write(struct side *a, uint64_t id, uint64_t raddr, uint32_t rkey,
+		       enum ibv_wc_status want, const char *what)
+{
+	struct ibv_sge sg = { .addr = (uintptr_t)a->buf.addr, .length = 64, .lkey = a->mr->lkey };
+
+	if (post_send(a, id, IBV_WR_RDMA_WRITE, &sg, 1, IBV_SEND_SIGNALED, raddr, rkey, 0))
+		return -1;
+	return expect_wc(a, what, id, want, -1, -1);
+}
+
+/* ibv_rereg_mr of b's MR: 0, or FAIL naming `what`. */
+static int rereg(struct side *b, int flags, struct ibv_pd *pd, void *addr, size_t len, int access,
+		 const char *what)
+{
+	int rc = ibv_rereg_mr(b->mr, flags, pd, addr, len, access);
+	if (rc)
+		FAIL("rereg: %s: ibv_rereg_mr returned %d (%s)", what, rc, strerror(errno));
+	return rc;
+}
+
+void check_rereg(void)
+{
+	struct side a, b;
+	const size_t len = 1u << 20;
+
+	/* A new translation: the MR moves to `moved`; the old buffer stays as it is. */
+	pair(&a, &b, RW, 7);
+	uint8_t *moved = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (moved == MAP_FAILED)
+		die("mmap");
+	transfer(&a, &b, IBV_WR_RDMA_WRITE, 65536, 0);
+	uint32_t old_rkey = b.mr->rkey;
+	if (!rereg(&b, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, moved, len, 0, "a new translation")) {
+		memset(b.buf.addr, 0x77, len);
+		fill(a.buf.addr, 65536);
+		memset(moved, 0, len);
+		struct ibv_sge sg = { (uintptr_t)a.buf.addr, 65536, a.mr->lkey };
+		int bad = post_send(&a, 910, IBV_WR_RDMA_WRITE, &sg, 1, IBV_SEND_SIGNALED,
+				    (uintptr_t)moved + 4096, b.mr->rkey, 0) ||
+			  expect_wc(&a, "rereg: WRITE into the new translation", 910, IBV_WC_SUCCESS, -1, -1);
+		fill(moved + len - 8192, 8192);
+		struct ibv_sge rs = { (uintptr_t)a.buf.addr + 65536, 8192, a.mr->lkey };
+		bad |= post_send(&a, 911, IBV_WR_RDMA_READ, &rs, 1, IBV_SEND_SIGNALED,
+				 (uintptr_t)moved + len - 8192, b.mr->rkey, 0) ||
+		       expect_wc(&a, "rereg: READ from the new translation", 911, IBV_WC_SUCCESS, -1, 8192);
+		int old_kept = 1;
+		for (size_t i = 0; i < len; i++)
+			old_kept &= b.buf.addr[i] == 0x77;
+		if (bad || memcmp(moved + 4096, a.buf.addr, 65536) ||
+		    memcmp(a.buf.addr + 65536, moved + len - 8192, 8192) || !old_kept)
+			FAIL("rereg: through the new translation: %s, WRITE bytes %s, READ bytes %s, the "
+			     "old buffer %s", bad ? "a completion failed" : "completions ok",
+			     memcmp(moved + 4096, a.buf.addr, 65536) ? "differ" : "ok",
+			     memcmp(a.buf.addr + 65536, moved + len - 8192, 8192) ? "differ" : "ok",
+			     old_kept ? "untouched" : "written");
+		else
+			printf("ok rereg: a new translation (rkey %#x -> %#x): a WRITE and a READ use the "
+			       "new buffer, the old one untouched\n", old_rkey, b.mr->rkey);
+		if (!rereg_write(&a, 912, (uintptr_t)b.buf.addr, b.mr->rkey, IBV_WC_REM_ACCESS_ERR,
+				 "rereg: a WRITE to the old range with the new key"))
+			printf("ok rereg: the old range through the new key is REM_ACCESS_ERR\n");
+	}
+	side_close(&a);
+	side_close(&b);
+	munmap(moved, len);
+
+	/* New access: remote READ only. */
+	pair(&a, &b, RW, 7);
+	if (!rereg(&b, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+		   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, "READ-only access")) {
+		transfer(&a, &b, IBV_WR_RDMA_READ, 65536, 0);
+		if (!rereg_write(&a, 920, (uintptr_t)b.buf.addr, b.mr->rkey, IBV_WC_REM_ACCESS_ERR,
+				 "rereg: a WRITE after access became READ-only"))
+			printf("ok rereg: new access: READs pass, a WRITE is REM_ACCESS_ERR\n");
+	}
+	side_close(&a);
+	side_close(&b);
+
+	/* The old key, after a re-registration that changes nothing the peer sees. */
+	pair(&a, &b, RW, 7);
+	old_rkey = b.mr->rkey;
+	if (!rereg(&b, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, RW, "the same access")) {
+		transfer(&a, &b, IBV_WR_RDMA_WRITE, 4096, 0);
+		if (b.mr->rkey == old_rkey)
+			FAIL("rereg: the key did not change (%#x)", old_rkey);
+		else if (!rereg_write(&a, 930, (uintptr_t)b.buf.addr, old_rkey, IBV_WC_REM_ACCESS_ERR,
+				      "rereg: a WRITE with the old key"))
+			printf("ok rereg: the old key %#x is REM_ACCESS_ERR, the new %#x moves bytes\n",
+			       old_rkey, b.mr->rkey);
+	}
+	int rc = ibv_rereg_mr(b.mr, 0, NULL, NULL, 0, 0);
+	if (rc != EINVAL)
+		FAIL("rereg: flags 0 returned %d, wanted EINVAL", rc);
+	else
+		printf("ok rereg: flags 0 is EINVAL\n");
+	side_close(&a);
+	side_close(&b);
+
+	/* A new PD: the QP's PD is no longer the MR's. Then back to the QP's own. */
+	pair(&a, &b, RW, 7);
+	struct ibv_pd *pd2 = ibv_alloc_pd(b.ctx);
+	if (!pd2)
+		die("ibv_alloc_pd");
+	if (!rereg(&b, IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, 0, "another PD") &&
+	    !rereg_write(&a, 940, (uintptr_t)b.buf.addr, b.mr->rkey, IBV_WC_REM_ACCESS_ERR,
+			 "rereg: a WRITE to an MR on another PD than the QP's"))
+		printf("ok rereg: on another PD than the QP's, a WRITE is REM_ACCESS_ERR\n");
+	if (!rereg(&b, IBV_REREG_MR_CHANGE_PD, b.pd, NULL, 0, 0, "back to the QP's PD"))
+		printf("ok rereg: back on the QP's PD\n");
+	if (ibv_dealloc_pd(pd2))
+		FAIL("rereg: the other PD could not be freed after its MR moved off it");
 	side_close(&a);
 	side_close(&b);
 }

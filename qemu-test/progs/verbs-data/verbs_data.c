@@ -24,7 +24,7 @@
  *              each, all posted before any completion is polled; every completion once,
  *              every byte
  *   many-2m    the same with 2 MiB each (64 MiB in flight; on 4 KiB pages only): many.c
- *   shared, levels  MRs under the data path: see mr_checks.c
+ *   shared, levels, rereg  MRs under the data path (rereg: ibv_rereg_mr): see mr_checks.c
  *   stale, drain    what the NIC touches after a deregistration, and when SQD is drained:
  *              see ownership.c (drain between two NICs: it takes --dev2's link down)
  *   quirks     what UCX and NCCL do that plain tests do not: see quirks.c
@@ -35,6 +35,9 @@
  *              verified; READ and atomics refused; RC's attributes refused: see uc.c
  *   ud         UD QPs and address handles: datagrams behind the GRH area, completion
  *              fields, Q_Key checks, refusals: see ud.c
+ *   ex         extended CQs and QPs: ibv_create_cq_ex with ibv_start_poll and the
+ *              accessors, ibv_create_qp_ex with the ibv_wr_* API, bytes verified, batches,
+ *              refusals, no system call on the fast path: see ex.c
  *   stress[=N] N rounds (default 625) of 16 QP pairs between --dev and --dev2, each a
  *              fresh 2 MiB RDMA WRITE and four SENDs of up to 4 KiB: every byte; see
  *              stress.c. Between two machines: --listen PORT (this end receives and
@@ -663,8 +666,8 @@ int verbs_data_main(int argc, char **argv)
 	}
 	if (i >= argc) {
 		fprintf(stderr, "usage: %s [--dev A] [--dev2 B] [--mem 4k|huge:PATH|dmabuf] "
-				"[--listen PORT|--peer HOST:PORT] [--retry N] transfers|errors|rnr|events|many|many-2m|shared|levels|stale|drain|quirks|"
-				"srq|srq-events|srq-errnos|srq-hold|atomics|uc|ud|stress[=N]...\n", argv[0]);
+				"[--listen PORT|--peer HOST:PORT] [--retry N] transfers|errors|rnr|events|many|many-2m|shared|levels|rereg|stale|drain|quirks|"
+				"srq|srq-events|srq-errnos|srq-hold|atomics|uc|ud|ex|stress[=N]...\n", argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -686,6 +689,8 @@ int verbs_data_main(int argc, char **argv)
 			check_shared();
 		else if (!strcmp(argv[i], "levels"))
 			check_levels();
+		else if (!strcmp(argv[i], "rereg"))
+			check_rereg();
 		else if (!strcmp(argv[i], "stale"))
 			check_stale();
 		else if (!strcmp(argv[i], "drain"))
@@ -706,6 +711,8 @@ int verbs_data_main(int argc, char **argv)
 			check_uc();
 		else if (!strcmp(argv[i], "ud"))
 			check_ud();
+		else if (!strcmp(argv[i], "ex"))
+			check_ex();
 		else if (!strcmp(argv[i], "stress"))
 			check_stress(625);
 		else if (!strncmp(argv[i], "stress=", 7))

@@ -83,5 +83,7 @@ void check_uc(void);
 void check_ud(void);
 void check_stress(long rounds);
 void check_many(unsigned chunk);
+void check_ex(void);
+void check_rereg(void);
 
 #endif

@@ -74,8 +74,8 @@ fn setup(cqe: c_int, qpn: u32) -> (Box<Cq>, Box<Qp>, QpTable) {
     let mut cq = new_cq(cqe).expect("a CQ");
     cq.cqn = 5;
     let mut qp = testing::qp(cap(8, 1, 0, 4, 1), false, RTS, qpn);
-    qp.ibv.send_cq = ptr::addr_of_mut!(cq.ibv);
-    qp.ibv.recv_cq = ptr::addr_of_mut!(cq.ibv);
+    qp.ibv.qp_ex.qp_base.send_cq = ptr::addr_of_mut!(cq.ibv).cast();
+    qp.ibv.qp_ex.qp_base.recv_cq = ptr::addr_of_mut!(cq.ibv).cast();
     let qps = QpTable::new();
     assert_eq!(qps.insert(qpn, ptr::addr_of!(*qp).cast_mut()), Ok(()));
     (cq, qp, qps)
@@ -190,7 +190,7 @@ fn poll_maps_wr_ids_and_retires_unsignaled_sends() {
     assert_eq!(record(&cq), 3);
     assert_eq!(poll_n(&cq, &qps, 4).0, 0);
     assert_eq!(record(&cq), 3);
-    assert_eq!(lock(&cq.state).bad_cqes, 0);
+    assert_eq!(cq.state.lock().bad_cqes, 0);
 }
 
 #[test]
@@ -240,7 +240,7 @@ fn a_cqe_naming_no_qp_of_the_cq_is_an_error_counted_once() {
     assert_eq!((r, wc[0].wr_id), (1, 1));
     for bad in 1..=3 {
         assert_eq!(poll_n(&cq, &qps, 8).0, -libc::EIO);
-        assert_eq!(lock(&cq.state).bad_cqes, bad);
+        assert_eq!(cq.state.lock().bad_cqes, bad);
         assert_eq!(record(&cq), 1 + bad as u32);
     }
     // A receive CQE that is not the oldest receive (none is posted here at all).
@@ -287,7 +287,7 @@ fn a_cqe_naming_no_qp_of_the_cq_is_an_error_counted_once() {
         -libc::EIO,
         "receives complete in order"
     );
-    assert_eq!(lock(&cq.state).bad_cqes, 5);
+    assert_eq!(cq.state.lock().bad_cqes, 5);
     // A QP that is not on this CQ.
     let other = new_cq(2).expect("a CQ");
     nic_write(&other, 0, &send_cqe(4, 1));
@@ -315,8 +315,8 @@ fn cleaning_drops_one_qp_s_cqes_and_keeps_the_others_in_order() {
     // Depth 4, shared by QPs 4 and 9.
     let (cq, a, qps) = setup(4, 4);
     let mut b = testing::qp(cap(8, 1, 0, 0, 0), false, RTS, 9);
-    b.ibv.send_cq = a.ibv.send_cq;
-    b.ibv.recv_cq = a.ibv.recv_cq;
+    b.ibv.qp_ex.qp_base.send_cq = a.ibv.qp_ex.qp_base.send_cq;
+    b.ibv.qp_ex.qp_base.recv_cq = a.ibv.qp_ex.qp_base.recv_cq;
     assert_eq!(qps.insert(9, ptr::addr_of!(*b).cast_mut()), Ok(()));
     // Three of B's first, polled: the next CQEs wrap around the ring.
     post_sends(&b, &[(90, SIGNALED), (91, SIGNALED), (92, SIGNALED)]);
@@ -330,7 +330,7 @@ fn cleaning_drops_one_qp_s_cqes_and_keeps_the_others_in_order() {
     nic_write(&cq, 4, &send_cqe(9, 3));
     nic_write(&cq, 5, &send_cqe(4, 1));
     nic_write(&cq, 6, &send_cqe(9, 4));
-    assert_eq!(clean(&cq, &mut lock(&cq.state), 4, None), 2);
+    assert_eq!(clean(&cq, &mut cq.state.lock(), 4, None), 2);
     assert_eq!(record(&cq), 5);
     let (r, wc) = poll_n(&cq, &qps, 8);
     assert_eq!((r, wc[0].wr_id, wc[1].wr_id), (2, 93, 94));
@@ -340,11 +340,11 @@ fn cleaning_drops_one_qp_s_cqes_and_keeps_the_others_in_order() {
     nic_write(&cq, 7, &send_cqe(9, 5));
     assert_eq!(poll_n(&cq, &qps, 8).1.first().map(|w| w.wr_id), Some(95));
     assert_eq!(
-        clean(&cq, &mut lock(&cq.state), 4, None),
+        clean(&cq, &mut cq.state.lock(), 4, None),
         0,
         "nothing left to drop"
     );
-    assert_eq!(lock(&cq.state).bad_cqes, 0);
+    assert_eq!(cq.state.lock().bad_cqes, 0);
 }
 
 /// Shares the test's objects (raw pointers inside) with its threads.
@@ -441,7 +441,7 @@ fn two_posters_a_nic_and_a_poller_run_at_once() {
         }
     });
     assert_eq!(lock(&qp.sq).outstanding(), 0);
-    assert_eq!(lock(&cq.state).bad_cqes, 0);
+    assert_eq!(cq.state.lock().bad_cqes, 0);
 }
 
 #[test]
@@ -465,6 +465,7 @@ fn srq_cqe(qpn: u32, slot: u16) -> Cqe {
 #[test]
 fn srq_completions_give_their_slots_back_in_any_order_and_clean_too() {
     use crate::srq::{post_srq_chain, Srq, SrqRing};
+    use std::sync::Mutex;
     let srq = Srq {
         ibv: sys::ibv_srq::default(),
         srqn: 3,
@@ -487,8 +488,8 @@ fn srq_completions_give_their_slots_back_in_any_order_and_clean_too() {
             qp.rq.is_none() && qp.caps.max_recv_sge == 0,
             "no RQ of its own"
         );
-        qp.ibv.send_cq = ptr::addr_of_mut!(cq.ibv);
-        qp.ibv.recv_cq = ptr::addr_of_mut!(cq.ibv);
+        qp.ibv.qp_ex.qp_base.send_cq = ptr::addr_of_mut!(cq.ibv).cast();
+        qp.ibv.qp_ex.qp_base.recv_cq = ptr::addr_of_mut!(cq.ibv).cast();
         assert_eq!(qps.insert(qpn, ptr::addr_of!(*qp).cast_mut()), Ok(()));
         on.push(qp);
     }
@@ -525,7 +526,7 @@ fn srq_completions_give_their_slots_back_in_any_order_and_clean_too() {
     // QP 6's CQEs not yet polled when it goes: cleaned, their slots back.
     nic_write(&cq, 4, &srq_cqe(6, 3));
     nic_write(&cq, 5, &srq_cqe(4, 4));
-    assert_eq!(clean(&cq, &mut lock(&cq.state), 6, Some(&srq)), 1);
+    assert_eq!(clean(&cq, &mut cq.state.lock(), 6, Some(&srq)), 1);
     assert_eq!(
         lock(&srq.ring).retire(3),
         None,
@@ -544,4 +545,103 @@ fn srq_completions_give_their_slots_back_in_any_order_and_clean_too() {
     // SAFETY: as above.
     let full = unsafe { post_srq_chain(&srq, &db, &mut one) };
     assert_eq!(full.map_err(|e| e.0), Err(libc::ENOMEM));
+}
+
+/// The extended polling API (`cq_ex`): the same completions as `poll_cq`, the consumer
+/// index published only at `ibv_end_poll`.
+#[test]
+fn extended_polling_sees_what_poll_cq_sees() {
+    use crate::cq_ex::{advance, end};
+    let (cq, qp, qps) = setup(8, 12);
+    let mut st = cq.state.lock();
+    assert_eq!(advance(&cq, &qps, &mut st), Err(libc::ENOENT), "empty");
+    drop(st);
+    post_sends(&qp, &[(100, SIGNALED), (101, 0), (102, SIGNALED)]);
+    nic_write(
+        &cq,
+        0,
+        &Cqe {
+            byte_len: 4,
+            ..send_cqe(12, 0)
+        },
+    );
+    nic_write(
+        &cq,
+        1,
+        &Cqe {
+            status: WC_REM_ACCESS_ERR,
+            vendor_err: 3,
+            ..send_cqe(12, 2)
+        },
+    );
+    let mut st = cq.state.lock();
+    assert_eq!(advance(&cq, &qps, &mut st), Ok(()));
+    assert_eq!(
+        (st.current.wr_id, st.current.status, st.current.byte_len),
+        (100, 0, 4)
+    );
+    assert_eq!(st.current.qp_num, 12);
+    assert_eq!(advance(&cq, &qps, &mut st), Ok(()));
+    assert_eq!(
+        (st.current.wr_id, st.current.status, st.current.vendor_err),
+        (102, 10, 3)
+    );
+    assert_eq!(advance(&cq, &qps, &mut st), Err(libc::ENOENT));
+    assert_eq!(record(&cq), 0, "published only by ibv_end_poll");
+    end(&cq, &mut st);
+    assert_eq!(record(&cq), 2);
+    assert_eq!(lock(&qp.sq).outstanding(), 0);
+    // A CQE of no QP of this CQ: consumed, counted, EIO.
+    nic_write(&cq, 2, &send_cqe(99, 0));
+    assert_eq!(advance(&cq, &qps, &mut st), Err(libc::EIO));
+    assert_eq!(st.bad_cqes, 1);
+    end(&cq, &mut st);
+    drop(st);
+    assert_eq!(record(&cq), 3);
+    assert_eq!(poll_n(&cq, &qps, 4).0, 0);
+}
+
+#[test]
+fn extended_cqs_refuse_fields_ordma_does_not_report() {
+    use crate::cq_ex::{check_attr, WC_FLAGS};
+    let ok = sys::ibv_cq_init_attr_ex {
+        cqe: 4,
+        wc_flags: WC_FLAGS,
+        ..Default::default()
+    };
+    assert_eq!(check_attr(&ok), Ok(()));
+    let ts = sys::ibv_cq_init_attr_ex {
+        wc_flags: u64::from(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_COMPLETION_TIMESTAMP),
+        ..ok
+    };
+    assert_eq!(check_attr(&ts), Err(libc::EOPNOTSUPP));
+    let single = sys::ibv_cq_init_attr_ex {
+        comp_mask: sys::ibv_cq_init_attr_mask_IBV_CQ_INIT_ATTR_MASK_FLAGS,
+        flags: sys::ibv_create_cq_attr_flags_IBV_CREATE_CQ_ATTR_SINGLE_THREADED,
+        ..ok
+    };
+    assert_eq!(check_attr(&single), Ok(()));
+    let overrun = sys::ibv_cq_init_attr_ex {
+        flags: sys::ibv_create_cq_attr_flags_IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN,
+        ..single
+    };
+    assert_eq!(check_attr(&overrun), Err(libc::EOPNOTSUPP));
+    let pd = sys::ibv_cq_init_attr_ex {
+        comp_mask: sys::ibv_cq_init_attr_mask_IBV_CQ_INIT_ATTR_MASK_PD,
+        ..ok
+    };
+    assert_eq!(check_attr(&pd), Err(libc::EOPNOTSUPP));
+}
+
+#[test]
+fn extended_command_carries_the_driver_data_after_the_core() {
+    use crate::cq_ex::{ExCreateCqCmd, ExCreateCqResp};
+    assert_eq!(
+        offset_of!(ExCreateCqCmd, drv),
+        size_of::<abi::IbvCreateCqEx>()
+    );
+    assert_eq!(
+        offset_of!(ExCreateCqResp, drv),
+        size_of::<sys::ib_uverbs_ex_create_cq_resp>()
+    );
 }

@@ -116,9 +116,27 @@ pub(crate) fn chain_recv(wrs: &mut [sys::ibv_recv_wr]) -> *mut sys::ibv_recv_wr 
     p
 }
 
+/// A queue with a ring: a receive queue, or a send queue's.
+pub(crate) trait AsRing {
+    fn ring_queue(&self) -> &WorkQueue;
+}
+
+impl AsRing for WorkQueue {
+    fn ring_queue(&self) -> &WorkQueue {
+        self
+    }
+}
+
+impl AsRing for SendQueue {
+    fn ring_queue(&self) -> &WorkQueue {
+        &self.wq
+    }
+}
+
 /// The bytes of slot `slot` of `wq`'s ring.
-pub(crate) fn slot(wq: &Mutex<WorkQueue>, slot: usize) -> Vec<u8> {
-    let wq = lock(wq);
+pub(crate) fn slot<Q: AsRing>(wq: &Mutex<Q>, slot: usize) -> Vec<u8> {
+    let guard = lock(wq);
+    let wq = guard.ring_queue();
     let size = wq.wqe_size();
     assert!(slot < wq.depth() as usize);
     // SAFETY: inside the ring, which the test owns.

@@ -6,6 +6,12 @@
 //! `size_ib_mr`): `reg_user_mr` returns the `ib_mr` it made. The binding allocates an
 //! [`IbMr`] (`KBox`), initialises the driver's data in place inside it, returns its
 //! `ib_mr` and frees it in `dereg_mr`, after dropping the driver's data.
+//!
+//! `rereg_user_mr` registers a new MR (the driver's `reg_user_mr` again, with the old
+//! registration's parameters where the call changes none): ib_core puts it in the old one's
+//! place and deregisters the old one before the verb returns, so the device never uses
+//! the old translation, access or PD after it. The new MR has new keys, which ib_core
+//! answers. An MR over a dma-buf is not re-registered (`EOPNOTSUPP`): its file is not kept.
 
 use core::mem::MaybeUninit;
 
@@ -22,11 +28,24 @@ pub(crate) struct MrKeys {
     pub(crate) rkey: u32,
 }
 
+/// What an MR was registered with, kept for `rereg_user_mr`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct MrReg {
+    /// The first user virtual address; `None` for a dma-buf.
+    pub(super) start: Option<u64>,
+    pub(super) length: u64,
+    /// The address the device sees it at.
+    pub(super) virt: u64,
+    /// `enum ib_access_flags`, as ib_core passed them.
+    pub(super) access: i32,
+}
+
 /// An MR as the binding allocates it: the `ib_mr` (ib_core's once returned: only reached
 /// through raw pointers), then the driver's data, initialised in place by `reg_user_mr`
-/// and dropped by `dereg_mr`.
+/// and dropped by `dereg_mr`, and what it was registered with.
 #[repr(C)]
 pub(super) struct IbMr<T: Driver> {
     pub(super) ib: Opaque<b::ib_mr>,
     pub(super) data: MaybeUninit<T::Mr>,
+    pub(super) reg: MrReg,
 }

@@ -512,6 +512,7 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         query_qp: Some(queues::query_qp::<T>),
         query_srq: Some(srq::query_srq::<T>),
         reg_user_mr: Some(mr::reg_user_mr::<T>),
+        rereg_user_mr: Some(mr::rereg_user_mr::<T>),
         report_port_event: if T::HAS_NETDEV_CHANGED {
             Some(report_port_event)
         } else {

@@ -10,7 +10,7 @@ use super::{caller, data, init_in_place, ucontext_data};
 use crate::ib::{
     bindings as b,
     driver::{Driver, MrObject},
-    mr::IbMr,
+    mr::{IbMr, MrReg},
     pd::IbPd,
     udata::Udata,
     umem::{Access, Source, UserMemory, UserPages},
@@ -48,8 +48,33 @@ pub(super) unsafe extern "C" fn reg_user_mr<T: Driver>(
     let uctx = unsafe { b::rust_ib_helper_udata_ucontext(udata) };
     // SAFETY: `pd` is a live PD of ours, `udata` and `uctx` the verb's (or null); the memory
     // is described on `pd`'s device (`ib`), in the calling process, for this verb.
+    unsafe { reg_va::<T>(pd, udata, uctx, start, len, virt, access) }
+}
+
+/// `reg_mr` of `len` bytes of the calling process's memory at `start`, seen at `virt`.
+///
+/// # Safety
+///
+/// As `reg_mr`, the caller a verb in the context of the process whose memory `start`
+/// names.
+unsafe fn reg_va<T: Driver>(
+    pd: *mut b::ib_pd,
+    udata: *mut b::ib_udata,
+    uctx: *mut b::ib_ucontext,
+    start: u64,
+    len: u64,
+    virt: u64,
+    access: i32,
+) -> *mut b::ib_mr {
+    let reg = MrReg {
+        start: Some(start),
+        length: len,
+        virt,
+        access,
+    };
+    // SAFETY: the caller's promise; the memory is described on `pd`'s device (`ib`).
     unsafe {
-        reg_mr::<T>(pd, udata, uctx, |ib| {
+        reg_mr::<T>(pd, udata, uctx, reg, |ib| {
             UserMemory::new(
                 ib,
                 Source::Va { start },
@@ -59,6 +84,57 @@ pub(super) unsafe extern "C" fn reg_user_mr<T: Driver>(
             )
         })
     }
+}
+
+/// `rereg_user_mr`: a new MR (`reg_user_mr` again) for what `flags` changes (translation,
+/// PD, access) and what `mr` had otherwise; ib_core puts it in `mr`'s place and
+/// deregisters `mr` before the verb returns. `EOPNOTSUPP` for an MR over a dma-buf or an
+/// unknown flag.
+///
+/// # Safety
+///
+/// See `reg_user_mr`; `mr` is a live MR of ours, `pd` the PD it is to be on (its own when
+/// `flags` does not change it).
+pub(super) unsafe extern "C" fn rereg_user_mr<T: Driver>(
+    mr: *mut b::ib_mr,
+    flags: i32,
+    start: u64,
+    len: u64,
+    virt: u64,
+    access: i32,
+    pd: *mut b::ib_pd,
+    udata: *mut b::ib_udata,
+) -> *mut b::ib_mr {
+    // SAFETY: `mr` is the first field of a live `IbMr<T>` (`reg_mr`).
+    let old = unsafe { (*mr.cast::<IbMr<T>>()).reg };
+    // CAST: a bit mask, reinterpreted.
+    let flags = flags as u32;
+    let (trans, change_pd, change_access) = (
+        b::ib_mr_rereg_flags_IB_MR_REREG_TRANS,
+        b::ib_mr_rereg_flags_IB_MR_REREG_PD,
+        b::ib_mr_rereg_flags_IB_MR_REREG_ACCESS,
+    );
+    let Some(old_start) = old.start else {
+        return EOPNOTSUPP.to_ptr();
+    };
+    if flags & !(trans | change_pd | change_access) != 0 {
+        return EOPNOTSUPP.to_ptr();
+    }
+    let (start, len, virt) = if flags & trans != 0 {
+        (start, len, virt)
+    } else {
+        (old_start, old.length, old.virt)
+    };
+    let access = if flags & change_access != 0 {
+        access
+    } else {
+        old.access
+    };
+    // SAFETY: `udata` is null or the verb's, valid for the call.
+    let uctx = unsafe { b::rust_ib_helper_udata_ucontext(udata) };
+    // SAFETY: `pd` is a live PD of ours, `udata` and `uctx` the verb's; the verb runs in the
+    // process whose memory `start` names (the old registration's, or the one asked).
+    unsafe { reg_va::<T>(pd, udata, uctx, start, len, virt, access) }
 }
 
 /// # Safety
@@ -84,19 +160,25 @@ pub(super) unsafe extern "C" fn reg_user_mr_dmabuf<T: Driver>(
             b::rust_ib_helper_attrs_ucontext(attrs),
         )
     };
+    let reg = MrReg {
+        start: None,
+        length: len,
+        virt,
+        access,
+    };
     // SAFETY: `pd` is a live PD of ours, `udata` and `uctx` the verb's (or null); the memory
     // is described on `pd`'s device (`ib`), in the calling process (which resolves `fd`),
     // for this verb.
     unsafe {
-        reg_mr::<T>(pd, udata, uctx, |ib| {
+        reg_mr::<T>(pd, udata, uctx, reg, |ib| {
             let source = Source::DmaBuf { fd, offset };
             UserMemory::new(ib, source, len, virt, Access::from_raw(access))
         })
     }
 }
 
-/// The two registration verbs' common part: the driver registers the memory `mem` makes
-/// (given `pd`'s device) inside an `IbMr<T>` the binding allocates.
+/// The registration verbs' common part: the driver registers the memory `mem` makes
+/// (given `pd`'s device) inside an `IbMr<T>` the binding allocates, which keeps `reg`.
 ///
 /// # Safety
 ///
@@ -107,6 +189,7 @@ unsafe fn reg_mr<'a, T: Driver>(
     pd: *mut b::ib_pd,
     udata: *mut b::ib_udata,
     uctx: *mut b::ib_ucontext,
+    reg: MrReg,
     mem: impl FnOnce(NonNull<b::ib_device>) -> UserMemory<'a>,
 ) -> *mut b::ib_mr {
     // SAFETY: `pd`, `udata` and `uctx` as the caller guarantees; `alloc_pd` initialised the
@@ -134,6 +217,7 @@ unsafe fn reg_mr<'a, T: Driver>(
         IbMr::<T> {
             ib: Opaque::zeroed(),
             data: MaybeUninit::uninit(),
+            reg,
         },
         GFP_KERNEL,
     ) {
