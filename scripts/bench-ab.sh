@@ -27,16 +27,17 @@ if [ ! -x "$A" ]; then
 	[ -d "$WT" ] || git -C "$ORDMA_SRC" worktree add --detach "$WT" "$SHA" >/dev/null ||
 		die "cannot check out $REV"
 	log "building the model of ${SHA:0:12} (ORDMA_STATE=$AB/state)"
-	ORDMA_STATE=$AB/state "$WT/scripts/in-root" -- bash -c 'cd /ordma/src && cargo build --release -p ordma-model' ||
+	ORDMA_STATE=$AB/state "$WT/scripts/in-root" -- bash -c 'cd /ordma/src &&
+		cargo build --release -p ordma-model && cp /ordma/cache/target/release/ordma-model /ordma/cache/' ||
 		die "the model of $REV did not build"
-	cp "$AB/state/target/release/ordma-model" "$A.tmp" && mv "$A.tmp" "$A"
+	cp "$AB/state/ordma-model" "$A.tmp" && mv "$A.tmp" "$A"
 	git -C "$ORDMA_SRC" worktree remove --force "$WT" || true
 fi
 # B: this tree's, with everything else the guest runs (module, provider).
 log "building this tree (make)"
 make -C "$ORDMA_SRC" all >"$R/make.log" 2>&1 || die "make failed (see $R/make.log)"
 B=$R/ordma-model-this
-cp "$ORDMA_STATE/target/release/ordma-model" "$B"
+cp "$(target_dir)/release/ordma-model" "$B"
 
 printf 'model\tround\ttest\tbytes\twhere\tvalue\tunit\n' >"$R/all.tsv"
 for ((i = 1; i <= ROUNDS; i++)); do

@@ -6,9 +6,8 @@
 # ORDMA_DEBIAN_MIRROR  Debian mirror for debootstrap (default: the host's own apt mirror)
 # ORDMA_KEEP_RESULTS  how many results folders to keep in qemu-test/results/ and
 #               test-results/ (default 20; the oldest go first)
-# ORDMA_STATE   cargo home, target dir and debug-module build (default $ORDMA_CACHE/state);
-#               a second work tree sets its own to share the root and kernels without
-#               sharing build products
+# ORDMA_STATE   cargo home and the target dirs, one per checkout (target_dir below: the
+#               cargo builds and the debug module's); default $ORDMA_CACHE/state
 
 set -euo pipefail
 
@@ -62,6 +61,12 @@ kernel_variant_fragment() {
 }
 
 kernel_dir() { echo "$ORDMA_CACHE/kernel-${ORDMA_KERNEL:+$ORDMA_KERNEL-}$(kernel_hash)"; }
+
+# This checkout's cargo target dir (in-root mounts it at /ordma/cache/target): one per
+# checkout, keyed by its path, because cargo judges freshness by modification times and two
+# checkouts sharing a target dir (a CI clone, a working tree) would each take the other's
+# newer build for fresh.
+target_dir() { echo "$ORDMA_STATE/target-$(printf %s "$ORDMA_SRC" | sha256sum | cut -c1-12)"; }
 
 # fresh_tmp DIR WHAT: make DIR an empty directory, first removing what an interrupted run
 # left there (WHAT names it in the log).

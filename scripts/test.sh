@@ -96,7 +96,7 @@ module_build() {
 		test -f "$ORDMA_SRC/$KO"
 }
 module_build_debug() {
-	local rc ko=$ORDMA_STATE/module-debug/$KO
+	local rc ko=$(target_dir)/module-debug/$KO
 	# Never a module from an earlier build: the VM tests would run it.
 	rm -f "$ko"
 	ORDMA_KERNEL=debug "$ORDMA_SRC/scripts/build-module.sh" 2>&1 | tee "$TR/module-build-debug.out"

@@ -23,12 +23,14 @@ rdma_core_tests() {
 
 # rdma_core_passed TEST...: each test of the last rdma_core_tests run ran and passed (not
 # skipped), or the caller's `fail`. unittest's verbose line is "NAME (module.Class.NAME) ...
-# ok", the "... ok" on the next line when the test has a docstring.
+# ok", the "... ok" on the next line when the test has a docstring, and the outcome on a
+# line of its own when a warning printed while the test ran came between.
 rdma_core_passed() {
 	local t
 	for t in "$@"; do
-		awk -v t="$t" 'index($0, t " (") == 1 { if (/\.\.\. /) { ok = / \.\.\. ok$/; done = 1; exit }
-			getline; ok = / \.\.\. ok$/; done = 1; exit }
+		awk -v t="$t" 'index($0, t " (") == 1 { found = 1 }
+			found && /(^| \.\.\. )(ok|FAIL|ERROR|skipped .*|expected failure|unexpected success)$/ {
+				ok = /(^| \.\.\. )ok$/; done = 1; exit }
 			END { exit !(done && ok) }' /tmp/rdma-core-tests/last.out ||
 			fail "rdma-core's $t did not run and pass: $(grep -A1 "^$t (" /tmp/rdma-core-tests/last.out)"
 	done

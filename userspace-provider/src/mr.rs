@@ -89,8 +89,8 @@ fn finish(vmr: *mut abi::VerbsMr, r: c_int) -> *mut sys::ibv_mr {
 }
 
 /// `ibv_rereg_mr`: REREG_MR for what `flags` changes (translation, PD, access; libibverbs
-/// has checked them), the keys answered written into the MR. The old keys do not stay
-/// valid.
+/// has checked them), the keys answered written into the MR; the errno on failure (also
+/// set as `errno`). The old keys do not stay valid.
 ///
 /// # Safety
 ///
@@ -109,7 +109,7 @@ pub(crate) unsafe extern "C" fn rereg_mr(
     let mut resp = sys::ib_uverbs_rereg_mr_resp::default();
     // SAFETY: `vmr` and `pd` are valid (contract); the buffers are ours and their sizes
     // are theirs.
-    unsafe {
+    let r = unsafe {
         abi::ibv_cmd_rereg_mr(
             vmr,
             // CAST: a bit mask, reinterpreted.
@@ -124,7 +124,12 @@ pub(crate) unsafe extern "C" fn rereg_mr(
             &mut resp,
             size_of::<sys::ib_uverbs_rereg_mr_resp>(),
         )
+    };
+    // libibverbs answers its caller IBV_REREG_MR_ERR_CMD; the errno says why.
+    if r != 0 {
+        set_errno(r);
     }
+    r
 }
 
 /// # Safety

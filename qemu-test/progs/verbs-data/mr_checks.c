@@ -17,7 +17,8 @@
  *           a WRITE to the old range with the new key REM_ACCESS_ERR), new access (READs
  *           allowed, WRITEs REM_ACCESS_ERR), a new PD (the QP's PD no longer the MR's:
  *           REM_ACCESS_ERR), and the old key refused after any re-registration
- *           (REM_ACCESS_ERR); flags 0 EINVAL
+ *           (REM_ACCESS_ERR); flags 0 refused by the kernel (IBV_REREG_MR_ERR_CMD, errno
+ *           EINVAL)
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -205,7 +206,7 @@ static int rereg(struct side *b, int flags, struct ibv_pd *pd, void *addr, size_
 {
 	int rc = ibv_rereg_mr(b->mr, flags, pd, addr, len, access);
 	if (rc)
-		FAIL("rereg: %s: ibv_rereg_mr returned %d (%s)", what, rc, strerror(errno));
+		FAIL("rereg: %s: ibv_rereg_mr returned %d (errno %s)", what, rc, strerror(errno));
 	return rc;
 }
 
@@ -279,11 +280,13 @@ void check_rereg(void)
 			printf("ok rereg: the old key %#x is REM_ACCESS_ERR, the new %#x moves bytes\n",
 			       old_rkey, b.mr->rkey);
 	}
+	errno = 0;
 	int rc = ibv_rereg_mr(b.mr, 0, NULL, NULL, 0, 0);
-	if (rc != EINVAL)
-		FAIL("rereg: flags 0 returned %d, wanted EINVAL", rc);
+	if (rc != IBV_REREG_MR_ERR_CMD || errno != EINVAL)
+		FAIL("rereg: flags 0 returned %d, errno %s; wanted IBV_REREG_MR_ERR_CMD, EINVAL", rc,
+		     strerror(errno));
 	else
-		printf("ok rereg: flags 0 is EINVAL\n");
+		printf("ok rereg: flags 0 is refused by the kernel (IBV_REREG_MR_ERR_CMD, EINVAL)\n");
 	side_close(&a);
 	side_close(&b);
 

@@ -376,8 +376,11 @@ fn to_hw(a: &ib::QpAttr) -> hw::QpAttr {
         rq_psn: a.rq_psn,
         sq_psn: a.sq_psn,
         dest_qp_num: a.dest_qp_num,
-        // The IB access bits are the NIC's.
-        qp_access_flags: a.qp_access_flags,
+        // The IB access bits are the NIC's. A QP's FLUSH permission is dropped (as mlx5
+        // does with what it does not implement; rdma-core's tests ask for it on every RC
+        // QP): it allows what this NIC never executes, a remote FLUSH being an opcode it
+        // refuses.
+        qp_access_flags: a.qp_access_flags & !ib::Access::FLUSH.bits(),
         pkey_index: a.pkey_index,
         en_sqd_async_notify: a.en_sqd_async_notify,
         sq_draining: 0,

@@ -23,6 +23,11 @@ impl Access {
     pub(crate) const REMOTE_READ: Self = Self(b::ib_access_flags_IB_ACCESS_REMOTE_READ);
     /// Remote peers may run atomics on it.
     pub(crate) const REMOTE_ATOMIC: Self = Self(b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC);
+    /// Remote peers may FLUSH it, to the global or the persistence domain
+    /// (`IB_ACCESS_FLUSH_GLOBAL | IB_ACCESS_FLUSH_PERSISTENT`).
+    pub(crate) const FLUSH: Self = Self(
+        b::ib_access_flags_IB_ACCESS_FLUSH_GLOBAL | b::ib_access_flags_IB_ACCESS_FLUSH_PERSISTENT,
+    );
     /// Flags a device may ignore when it does not support them (`IB_ACCESS_OPTIONAL`, e.g.
     /// relaxed ordering).
     pub(crate) const OPTIONAL: Self = Self(b::ib_access_flags_IB_ACCESS_OPTIONAL);

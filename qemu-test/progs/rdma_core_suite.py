@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""rdma-core's own test suite on ordma against soft-RoCE in the same guest.
+
+Usage: rdma_core_suite.py ORDMA_OUT RXE_OUT
+
+Both files are `run_tests.py --dev DEV -v` outputs (unittest's verbose form: a line
+"name (module.Class.name) ... outcome", the outcome on the next line when the test has a
+docstring). What must hold:
+  - no test fails or errs on ordma (test_rdmacm aside: rdma_cm comes with kernel consumers);
+  - every test that passes on soft-RoCE passes on ordma (test_rdmacm aside);
+  - every test that does not run on ordma is skipped by the test itself, for the reason it
+    prints (listed here by reason, with its count).
+Prints the tally ("rdma-core suite: ordma0 P passed, S skipped, ...") and exits 0 when all
+of it holds.
+"""
+import collections
+import re
+import sys
+
+START = re.compile(r"^(test\w*) \(([\w.]+)\)")
+# The outcome ends the test's line, or starts a line of its own when a warning the test
+# printed came between.
+OUTCOME = re.compile(
+    r"(?:^| \.\.\. )(ok|FAIL|ERROR|skipped (.*)|expected failure|unexpected success)$")
+# Not compared: rdma_cm needs kernel QPs (QP1), which ordma does not have yet.
+EXEMPT = ("tests.test_rdmacm.",)
+
+
+def parse(path):
+    """{test id: (outcome, skip reason)} of one verbose run."""
+    results = {}
+    pending = None
+    with open(path, errors="replace") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            m = START.match(line)
+            if m:
+                pending = m.group(2)
+            if pending is None:
+                continue
+            o = OUTCOME.search(line)
+            if o:
+                outcome = "skipped" if o.group(1).startswith("skipped") else o.group(1)
+                reason = (o.group(2) or "").strip("'\"") if outcome == "skipped" else ""
+                results[pending] = (outcome, reason)
+                pending = None
+    return results
+
+
+def tally(name, r):
+    c = collections.Counter(o for o, _ in r.values())
+    return (f"{name} {c['ok']} passed, {c['skipped']} skipped, "
+            f"{c['FAIL'] + c['ERROR']} failed of {len(r)}")
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__)
+        return 2
+    ordma, rxe = parse(sys.argv[1]), parse(sys.argv[2])
+    if not ordma or not rxe:
+        print(f"FAIL: no test results parsed (ordma0 {len(ordma)}, rxe0 {len(rxe)})")
+        return 1
+    bad = []
+    for t, (o, _) in sorted(ordma.items()):
+        if t.startswith(EXEMPT):
+            continue
+        if o in ("FAIL", "ERROR", "unexpected success"):
+            bad.append(f"{t}: {o} on ordma0")
+    for t, (o, _) in sorted(rxe.items()):
+        if o != "ok" or t.startswith(EXEMPT):
+            continue
+        mine = ordma.get(t, ("not run", ""))
+        if mine[0] != "ok":
+            bad.append(f"{t}: passes on rxe0, {mine[0]} on ordma0 {mine[1]}".rstrip())
+    reasons = collections.Counter(r for o, r in ordma.values() if o == "skipped")
+    print("----- tests skipped on ordma0, by the reason the test gives:")
+    for reason, n in reasons.most_common():
+        print(f"  {n:3d}  {reason}")
+    exempt = sorted(t for t in ordma if t.startswith(EXEMPT))
+    print(f"----- not compared (rdma_cm, kernel QPs): {len(exempt)} tests of test_rdmacm")
+    for line in bad:
+        print(f"FAIL: {line}")
+    print(f"rdma-core suite: {tally('ordma0', ordma)}; {tally('rxe0', rxe)}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
