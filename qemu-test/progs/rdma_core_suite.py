@@ -10,7 +10,9 @@ docstring). What must hold:
   - no test fails or errs on ordma (test_rdmacm aside: rdma_cm comes with kernel consumers);
   - every test that passes on soft-RoCE passes on ordma (test_rdmacm aside);
   - every test that does not run on ordma is skipped by the test itself, for the reason it
-    prints (listed here by reason, with its count).
+    prints (listed here by reason, with its count);
+  - no module crashed on ordma (a "CRASHED: tests.MODULE (exit N)" line the runner adds);
+    a module that crashed on soft-RoCE is compared as far as it ran.
 Prints the tally ("rdma-core suite: ordma0 P passed, S skipped, ...") and exits 0 when all
 of it holds.
 """
@@ -27,13 +29,24 @@ OUTCOME = re.compile(
 EXEMPT = ("tests.test_rdmacm.",)
 
 
+CRASHED = re.compile(r"^CRASHED: (tests\.\w+)")
+
+
 def parse(path):
-    """{test id: (outcome, skip reason)} of one verbose run."""
+    """({test id: (outcome, skip reason)}, [crashed modules]) of one verbose run."""
     results = {}
+    crashed = []
     pending = None
     with open(path, errors="replace") as f:
         for line in f:
             line = line.rstrip("\n")
+            c = CRASHED.match(line)
+            if c:
+                crashed.append(c.group(1))
+                if pending is not None:
+                    results[pending] = ("crashed", "")
+                pending = None
+                continue
             m = START.match(line)
             if m:
                 pending = m.group(2)
@@ -45,28 +58,28 @@ def parse(path):
                 reason = (o.group(2) or "").strip("'\"") if outcome == "skipped" else ""
                 results[pending] = (outcome, reason)
                 pending = None
-    return results
+    return results, crashed
 
 
 def tally(name, r):
     c = collections.Counter(o for o, _ in r.values())
     return (f"{name} {c['ok']} passed, {c['skipped']} skipped, "
-            f"{c['FAIL'] + c['ERROR']} failed of {len(r)}")
+            f"{c['FAIL'] + c['ERROR'] + c['crashed']} failed of {len(r)}")
 
 
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
         return 2
-    ordma, rxe = parse(sys.argv[1]), parse(sys.argv[2])
+    (ordma, ordma_crashed), (rxe, rxe_crashed) = parse(sys.argv[1]), parse(sys.argv[2])
     if not ordma or not rxe:
         print(f"FAIL: no test results parsed (ordma0 {len(ordma)}, rxe0 {len(rxe)})")
         return 1
-    bad = []
+    bad = [f"{m} crashed on ordma0" for m in ordma_crashed]
     for t, (o, _) in sorted(ordma.items()):
         if t.startswith(EXEMPT):
             continue
-        if o in ("FAIL", "ERROR", "unexpected success"):
+        if o in ("FAIL", "ERROR", "unexpected success", "crashed"):
             bad.append(f"{t}: {o} on ordma0")
     for t, (o, _) in sorted(rxe.items()):
         if o != "ok" or t.startswith(EXEMPT):
@@ -80,6 +93,8 @@ def main():
         print(f"  {n:3d}  {reason}")
     exempt = sorted(t for t in ordma if t.startswith(EXEMPT))
     print(f"----- not compared (rdma_cm, kernel QPs): {len(exempt)} tests of test_rdmacm")
+    for m in rxe_crashed:
+        print(f"----- {m} crashed on rxe0: compared as far as it ran")
     for line in bad:
         print(f"FAIL: {line}")
     print(f"rdma-core suite: {tally('ordma0', ordma)}; {tally('rxe0', rxe)}")

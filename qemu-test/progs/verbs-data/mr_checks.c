@@ -16,8 +16,8 @@
  *           WRITEs and READs land in and come from the new one, the old buffer untouched,
  *           a WRITE to the old range with the new key REM_ACCESS_ERR), new access (READs
  *           allowed, WRITEs REM_ACCESS_ERR), a new PD (the QP's PD no longer the MR's:
- *           REM_ACCESS_ERR), and the old key refused after any re-registration
- *           (REM_ACCESS_ERR); flags 0 refused by the kernel (IBV_REREG_MR_ERR_CMD, errno
+ *           REM_ACCESS_ERR), the keys the same after each (an access taken away and
+ *           given back: REM_ACCESS_ERR, then bytes with the same key); flags 0 refused by the kernel (IBV_REREG_MR_ERR_CMD, errno
  *           EINVAL)
  */
 #define _GNU_SOURCE
@@ -210,6 +210,16 @@ static int rereg(struct side *b, int flags, struct ibv_pd *pd, void *addr, size_
 	return rc;
 }
 
+/* Both QPs of a pair through RESET and connected again, after an error completion. */
+static void side_reconnect(struct side *a, struct side *b)
+{
+	struct ibv_qp_attr r = { .qp_state = IBV_QPS_RESET };
+	if (ibv_modify_qp(a->qp, &r, IBV_QP_STATE) || ibv_modify_qp(b->qp, &r, IBV_QP_STATE))
+		die("ibv_modify_qp to RESET");
+	connect_qp(a, b, 7);
+	connect_qp(b, a, 7);
+}
+
 void check_rereg(void)
 {
 	struct side a, b;
@@ -239,18 +249,20 @@ void check_rereg(void)
 		for (size_t i = 0; i < len; i++)
 			old_kept &= b.buf.addr[i] == 0x77;
 		if (bad || memcmp(moved + 4096, a.buf.addr, 65536) ||
-		    memcmp(a.buf.addr + 65536, moved + len - 8192, 8192) || !old_kept)
+		    memcmp(a.buf.addr + 65536, moved + len - 8192, 8192) || !old_kept ||
+		    b.mr->rkey != old_rkey || b.mr->lkey != old_rkey)
 			FAIL("rereg: through the new translation: %s, WRITE bytes %s, READ bytes %s, the "
-			     "old buffer %s", bad ? "a completion failed" : "completions ok",
+			     "old buffer %s, keys %#x/%#x (were %#x)",
+			     bad ? "a completion failed" : "completions ok",
 			     memcmp(moved + 4096, a.buf.addr, 65536) ? "differ" : "ok",
 			     memcmp(a.buf.addr + 65536, moved + len - 8192, 8192) ? "differ" : "ok",
-			     old_kept ? "untouched" : "written");
+			     old_kept ? "untouched" : "written", b.mr->lkey, b.mr->rkey, old_rkey);
 		else
-			printf("ok rereg: a new translation (rkey %#x -> %#x): a WRITE and a READ use the "
-			       "new buffer, the old one untouched\n", old_rkey, b.mr->rkey);
+			printf("ok rereg: a new translation under the same key %#x: a WRITE and a READ "
+			       "use the new buffer, the old one untouched\n", b.mr->rkey);
 		if (!rereg_write(&a, 912, (uintptr_t)b.buf.addr, b.mr->rkey, IBV_WC_REM_ACCESS_ERR,
-				 "rereg: a WRITE to the old range with the new key"))
-			printf("ok rereg: the old range through the new key is REM_ACCESS_ERR\n");
+				 "rereg: a WRITE to the old range with the key"))
+			printf("ok rereg: the old range through the key is REM_ACCESS_ERR\n");
 	}
 	side_close(&a);
 	side_close(&b);
@@ -268,17 +280,23 @@ void check_rereg(void)
 	side_close(&a);
 	side_close(&b);
 
-	/* The old key, after a re-registration that changes nothing the peer sees. */
+	/* The keys stay (the peer keeps using the key it has, as rdma-core's tests do); an access
+	 * taken away and given back: REM_ACCESS_ERR between, bytes after. */
 	pair(&a, &b, RW, 7);
 	old_rkey = b.mr->rkey;
-	if (!rereg(&b, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, RW, "the same access")) {
+	if (!rereg(&b, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, IBV_ACCESS_LOCAL_WRITE,
+		   "no remote access") &&
+	    !rereg_write(&a, 930, (uintptr_t)b.buf.addr, old_rkey, IBV_WC_REM_ACCESS_ERR,
+			 "rereg: a WRITE without remote access") &&
+	    !rereg(&b, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, RW, "remote access again")) {
+		side_reconnect(&a, &b);
 		transfer(&a, &b, IBV_WR_RDMA_WRITE, 4096, 0);
-		if (b.mr->rkey == old_rkey)
-			FAIL("rereg: the key did not change (%#x)", old_rkey);
-		else if (!rereg_write(&a, 930, (uintptr_t)b.buf.addr, old_rkey, IBV_WC_REM_ACCESS_ERR,
-				      "rereg: a WRITE with the old key"))
-			printf("ok rereg: the old key %#x is REM_ACCESS_ERR, the new %#x moves bytes\n",
-			       old_rkey, b.mr->rkey);
+		if (b.mr->rkey != old_rkey || b.mr->lkey != old_rkey)
+			FAIL("rereg: the keys changed (%#x/%#x, were %#x)", b.mr->lkey, b.mr->rkey,
+			     old_rkey);
+		else
+			printf("ok rereg: the key %#x stays: REM_ACCESS_ERR without remote access, "
+			       "bytes with it again\n", old_rkey);
 	}
 	errno = 0;
 	int rc = ibv_rereg_mr(b.mr, 0, NULL, NULL, 0, 0);

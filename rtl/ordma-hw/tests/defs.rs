@@ -5,7 +5,7 @@ use ordma_hw::*;
 #[test]
 fn version_fields_split_major_and_minor() {
     assert_eq!(version_major(VERSION), 1);
-    assert_eq!(version_minor(VERSION), 5, "1.5: the port counters");
+    assert_eq!(version_minor(VERSION), 6, "1.6: MODIFY_MR");
     assert_eq!(version_major(0x0003_0007), 3);
     assert_eq!(version_minor(0x0003_0007), 7);
     assert_eq!(version_major(u32::MAX), 0xffff);
@@ -175,6 +175,16 @@ fn create_mr_params_layout() {
     assert_eq!((p[36], p[37]), (21, 3));
     assert_eq!(CreateMrParams::decode(&p), Some(m));
     reserved_refused(&p, &(38..56).collect::<Vec<_>>(), CreateMrParams::decode);
+    let r = ModifyMrParams {
+        key: mr_key(0x1234, 0x56),
+        mr: m,
+    };
+    let q = r.encode();
+    assert_eq!(&q[..38], &p[..38], "the registration as CREATE_MR lays it out");
+    assert_eq!(get_le32(&q, 40), Some(0x12_3456), "key @40");
+    assert_eq!(ModifyMrParams::decode(&q), Some(r));
+    let reserved: Vec<usize> = (38..40).chain(44..56).collect();
+    reserved_refused(&q, &reserved, ModifyMrParams::decode);
 }
 
 #[test]

@@ -464,7 +464,13 @@ fn random_object_commands_never_break_the_engine() {
                         length,
                         pages,
                     };
-                    (hw::CMD_CREATE_MR, p.encode())
+                    if op == 3 && rng.below(2) == 0 {
+                        // The same registration, onto a key that lives or once did.
+                        let key = keys[rng.below(keys.len() as u64) as usize];
+                        (hw::CMD_MODIFY_MR, hw::ModifyMrParams { key, mr: p }.encode())
+                    } else {
+                        (hw::CMD_CREATE_MR, p.encode())
+                    }
                 }
                 4 => {
                     let key = keys[rng.below(keys.len() as u64) as usize];
@@ -745,6 +751,7 @@ fn random_object_commands_never_break_the_engine() {
     );
     for op in [
         hw::CMD_CREATE_MR,
+        hw::CMD_MODIFY_MR,
         hw::CMD_DESTROY_MR,
         hw::CMD_CREATE_CQ,
         hw::CMD_DESTROY_CQ,

@@ -311,3 +311,64 @@ fn no_translation_outlives_its_message() {
     assert_eq!(c.status, hw::WC_LOC_PROT_ERR, "the destroyed source");
     assert!(io(&rig, DST_PHYS, 0, full, None).iter().all(|&b| b == 0xee));
 }
+
+/// `CMD_MODIFY_MR`: the key stays, the next message uses the new registration only (new
+/// pages: the old ones untouched; new access: refused), a stale key or parameters
+/// `CMD_CREATE_MR` refuses leave the MR as it was.
+#[test]
+fn an_mr_registered_again_in_place_keeps_its_key_and_not_its_old_registration() {
+    let full = MR_LEN as usize;
+    let data = bytes(6, full);
+    let (mut rig, (s, _), (d, _)) = scattered();
+    io(&rig, SRC_PHYS, 0, full, Some(&data));
+    let len = MR_LEN as u32;
+    let c = rdma(&mut rig, hw::WR_RDMA_WRITE, SRC_VA, s, DST_VA, d, len);
+    assert_eq!(c.status, hw::WC_SUCCESS);
+    let all = hw::ACCESS_LOCAL_WRITE | hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_READ;
+    let moved = SRC_PHYS + 0x40_0000;
+    let list = rig.list(12, &entries(moved));
+    let mut p = hw::ModifyMrParams {
+        key: d,
+        mr: hw::CreateMrParams {
+            pdn: rig.pdn,
+            access: all,
+            iova: DST_VA,
+            length: MR_LEN,
+            pages: list,
+        },
+    };
+    assert_eq!(rig.run(hw::CMD_MODIFY_MR, p.encode()), (hw::AQ_OK, 0));
+    io(&rig, DST_PHYS, 0, full, Some(&vec![0xee; full]));
+    let c = rdma(&mut rig, hw::WR_RDMA_WRITE, SRC_VA, s, DST_VA, d, len);
+    assert_eq!(c.status, hw::WC_SUCCESS, "the same key");
+    assert!(io(&rig, moved, 0, full, None) == data, "the new pages");
+    assert!(
+        io(&rig, DST_PHYS, 0, full, None).iter().all(|&b| b == 0xee),
+        "not the old pages"
+    );
+    // Refused: a stale key (another tag), a zero length, an unknown access flag, a PD that
+    // does not exist; the MR is unchanged by each.
+    let mut bad = p;
+    bad.key = d ^ 1;
+    assert_eq!(rig.run(hw::CMD_MODIFY_MR, bad.encode()).0, hw::AQ_BAD_PARAM);
+    for f in [
+        |m: &mut hw::CreateMrParams| m.length = 0,
+        |m: &mut hw::CreateMrParams| m.access |= 1 << 9,
+        |m: &mut hw::CreateMrParams| m.pdn += 100,
+    ] {
+        let mut bad = p;
+        f(&mut bad.mr);
+        assert_eq!(rig.run(hw::CMD_MODIFY_MR, bad.encode()).0, hw::AQ_BAD_PARAM);
+    }
+    io(&rig, moved, 0, full, Some(&vec![0; full]));
+    let c = rdma(&mut rig, hw::WR_RDMA_WRITE, SRC_VA, s, DST_VA, d, len);
+    assert_eq!(c.status, hw::WC_SUCCESS, "unchanged by the refusals");
+    assert!(io(&rig, moved, 0, full, None) == data);
+    // Remote write taken away: the next WRITE is refused before a byte moves.
+    p.mr.access = hw::ACCESS_LOCAL_WRITE | hw::ACCESS_REMOTE_READ;
+    assert_eq!(rig.run(hw::CMD_MODIFY_MR, p.encode()), (hw::AQ_OK, 0));
+    io(&rig, moved, 0, full, Some(&vec![0; full]));
+    let c = rdma(&mut rig, hw::WR_RDMA_WRITE, SRC_VA, s, DST_VA, d, len);
+    assert_eq!(c.status, hw::WC_REM_ACCESS_ERR, "no remote write any more");
+    assert!(io(&rig, moved, 0, full, None).iter().all(|&b| b == 0));
+}

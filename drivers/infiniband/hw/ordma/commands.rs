@@ -117,6 +117,11 @@ impl Nic<'_> {
         })
     }
 
+    /// `CMD_MODIFY_MR` (1.6): the MR `p.key` names re-registered in place.
+    pub(crate) fn modify_mr(&self, p: &hw::ModifyMrParams) -> Result<(), Failed> {
+        self.command(hw::CMD_MODIFY_MR, p.encode()).map(|_| ())
+    }
+
     /// `CMD_DESTROY_MR`.
     pub(crate) fn destroy_mr(&self, key: u32) -> Result {
         self.admin(hw::CMD_DESTROY_MR, hw::KeyParams { key }.encode())

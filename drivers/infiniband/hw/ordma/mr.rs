@@ -2,7 +2,8 @@
 
 //! Memory regions over user memory or a dma-buf: pinned by ib_core (`ib::Umem`), described to the NIC by
 //! a page list (`hardware.md`, "Page lists") at the largest page size the NIC supports that
-//! the mapping allows, registered with `CREATE_MR`, freed with `DESTROY_MR`.
+//! the mapping allows, registered with `CREATE_MR`, re-registered in place (same key) with
+//! `MODIFY_MR`, freed with `DESTROY_MR`.
 
 use kernel::{prelude::*, sync::Arc};
 
@@ -54,6 +55,54 @@ fn hw_access(access: ib::Access) -> Result<u32> {
     Ok(bits)
 }
 
+/// What `CREATE_MR` or `MODIFY_MR` registers `mem` with on `pd`, and the memory it pins
+/// (the pages and their page list) for the NIC.
+///
+/// # Errors
+///
+/// See [`Mr::new`].
+fn describe(
+    nic: &Nic<'_>,
+    pd: &Pd<'_>,
+    mem: &ib::UserMemory<'_>,
+    page_size_cap: u64,
+) -> Result<(hw::CreateMrParams, NicMemory)> {
+    let access = hw_access(mem.access())?;
+    if mem.length() == 0 {
+        return Err(EINVAL);
+    }
+    let mut umem = mem.pin()?;
+    let pgsz = umem
+        .best_page_size(page_size_cap, mem.virt())
+        .ok_or(EINVAL)?;
+    // CAST: the shift of a `u64` power of two fits `u8`.
+    let page_shift = pgsz.shift() as u8;
+    let npages = umem.num_dma_blocks(pgsz);
+    let tables = PageList::new(nic.pdev.as_ref(), umem.dma_blocks(pgsz), npages, page_shift)?;
+    let mut memory = NicMemory::default();
+    memory.add_umem(umem)?;
+    let params = hw::CreateMrParams {
+        pdn: pd.pdn(),
+        access,
+        iova: mem.virt(),
+        length: mem.length(),
+        pages: memory.add_list(tables)?,
+    };
+    dev_dbg!(
+        nic.pdev,
+        "MR: {} bytes at {} {:#x}, {npages} pages of {} bytes\n",
+        mem.length(),
+        if mem.is_dmabuf() {
+            "dma-buf offset"
+        } else {
+            "address"
+        },
+        mem.start(),
+        pgsz.bytes()
+    );
+    Ok((params, memory))
+}
+
 impl<'bound> Mr<'bound> {
     /// Pins `mem`, builds its page list at the best page size and registers it on the NIC.
     ///
@@ -76,45 +125,47 @@ impl<'bound> Mr<'bound> {
         if let Some(u) = udata {
             u.expect_empty()?;
         }
-        let access = hw_access(mem.access())?;
-        if mem.length() == 0 {
-            return Err(EINVAL);
-        }
-        let mut umem = mem.pin()?;
-        let pgsz = umem
-            .best_page_size(page_size_cap, mem.virt())
-            .ok_or(EINVAL)?;
-        // CAST: the shift of a `u64` power of two fits `u8`.
-        let page_shift = pgsz.shift() as u8;
-        let npages = umem.num_dma_blocks(pgsz);
-        let tables = PageList::new(nic.pdev.as_ref(), umem.dma_blocks(pgsz), npages, page_shift)?;
-        let mut memory = NicMemory::default();
-        memory.add_umem(umem)?;
-        let params = hw::CreateMrParams {
-            pdn: pd.pdn(),
-            access,
-            iova: mem.virt(),
-            length: mem.length(),
-            pages: memory.add_list(tables)?,
-        };
+        let (params, memory) = describe(nic, pd, mem, page_size_cap)?;
         let (key, memory) = nic.create_reaching(memory, None, || nic.create_mr(&params))?;
-        dev_dbg!(
-            nic.pdev,
-            "MR {key:#x}: {} bytes at {} {:#x}, {npages} pages of {} bytes\n",
-            mem.length(),
-            if mem.is_dmabuf() {
-                "dma-buf offset"
-            } else {
-                "address"
-            },
-            mem.start(),
-            pgsz.bytes()
-        );
+        dev_dbg!(nic.pdev, "MR {key:#x} created\n");
         Ok(Self {
             nic: nic.clone(),
             key,
             memory: Some(memory),
         })
+    }
+
+    /// Re-registers the MR in place: `mem` on `pd` (what `ibv_rereg_mr` changes, and the
+    /// rest as it was), pinned and described as [`Mr::new`] does, then `MODIFY_MR` under
+    /// the same key. Once the NIC answers, nothing it does uses the old registration
+    /// (`hardware.md`), and the old memory is released. On an error the MR is as it was;
+    /// when the NIC may have taken the new registration without answering, both memories
+    /// stay pinned until the NIC is stopped.
+    ///
+    /// # Errors
+    ///
+    /// As [`Mr::new`]; `EINVAL` when the NIC refuses the registration.
+    pub(crate) fn rereg(
+        &mut self,
+        pd: &Pd<'bound>,
+        mem: &ib::UserMemory<'_>,
+        page_size_cap: u64,
+        udata: Option<&ib::Udata<'_>>,
+    ) -> Result {
+        if let Some(u) = udata {
+            u.expect_empty()?;
+        }
+        let nic = self.nic.clone();
+        let (mr, memory) = describe(&nic, pd, mem, page_size_cap)?;
+        let params = hw::ModifyMrParams { key: self.key, mr };
+        // On an error the old registration is the NIC's still (a refused command changes
+        // nothing) or may be: it stays pinned; `create_reaching` retires the new memory when
+        // the NIC may have taken it without answering.
+        let (_, memory) =
+            nic.create_reaching(memory, None, || nic.modify_mr(&params).map(|()| 0))?;
+        drop(self.memory.replace(memory));
+        dev_dbg!(nic.pdev, "MR {:#x} re-registered\n", self.key);
+        Ok(())
     }
 }
 

@@ -250,6 +250,16 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
         Mr::new(&self.nic, pd, mem, self.attrs.page_size_cap, caller.udata())
     }
 
+    fn rereg_user_mr<'a>(
+        &'a self,
+        caller: ib::Caller<'a, Self>,
+        mr: &mut Mr<'bound>,
+        pd: &'a Pd<'bound>,
+        mem: &'a ib::UserMemory<'a>,
+    ) -> Result {
+        mr.rereg(pd, mem, self.attrs.page_size_cap, caller.udata())
+    }
+
     fn create_cq<'a>(
         &'a self,
         caller: ib::Caller<'a, Self>,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Memory regions: page lists (the format every ring and MR uses), `CMD_CREATE_MR` and
-//! `CMD_DESTROY_MR`, MR keys.
+//! Memory regions: page lists (the format every ring and MR uses), `CMD_CREATE_MR`,
+//! `CMD_MODIFY_MR` (1.6) and `CMD_DESTROY_MR`, MR keys.
 
 use super::*;
 
@@ -127,6 +127,47 @@ impl CreateMrParams {
                 page_shift: p[36],
                 levels: p[37],
             },
+        })
+    }
+}
+
+/// Admin command (1.6): re-register the MR a key names in place ([`ModifyMrParams`]): its
+/// PD, access, range and pages become the parameters', checked as `CMD_CREATE_MR` checks
+/// them, and its key stays. No work the NIC does after the command completes uses the old
+/// registration: a translation kept from it fails as one of a destroyed MR does. Result 0;
+/// `AQ_BAD_PARAM` for a key no MR has or parameters `CMD_CREATE_MR` refuses (the MR then
+/// unchanged).
+pub const CMD_MODIFY_MR: u8 = 0x14;
+
+/// `CMD_MODIFY_MR` parameters.
+///
+/// Layout in `params`: the MR's new registration as [`CreateMrParams`] lays it out (@0..38),
+/// reserved u16 @38, `key` u32 @40 (the key `CMD_CREATE_MR` returned), the rest (@44..56)
+/// zero.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ModifyMrParams {
+    /// The MR's key.
+    pub key: u32,
+    /// What it is registered with from now on.
+    pub mr: CreateMrParams,
+}
+
+impl ModifyMrParams {
+    /// Encodes into an admin command's parameters.
+    pub fn encode(&self) -> Params {
+        let mut p = self.mr.encode();
+        put_le32(&mut p, 40, self.key);
+        p
+    }
+
+    /// Decodes; `None` if a reserved byte is not zero.
+    pub fn decode(p: &Params) -> Option<Self> {
+        let key = get_le32(p, 40)?;
+        let mut rest = *p;
+        rest.get_mut(40..44)?.fill(0);
+        Some(Self {
+            key,
+            mr: CreateMrParams::decode(&rest)?,
         })
     }
 }

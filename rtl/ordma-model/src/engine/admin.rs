@@ -155,6 +155,7 @@ impl Nic {
             hw::CMD_ALLOC_PD => self.alloc_pd(cmd),
             hw::CMD_DEALLOC_PD => self.dealloc_pd(cmd),
             hw::CMD_CREATE_MR => self.create_mr(cmd, mem),
+            hw::CMD_MODIFY_MR => self.modify_mr(cmd, mem),
             hw::CMD_DESTROY_MR => self.destroy_mr(cmd),
             hw::CMD_CREATE_CQ => self.create_cq(cmd, mem),
             hw::CMD_DESTROY_CQ | hw::CMD_DESTROY_QP

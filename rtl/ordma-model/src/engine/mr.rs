@@ -1,5 +1,5 @@
-//! Memory regions: `CMD_CREATE_MR`, `CMD_DESTROY_MR` and the data path's translation of
-//! an (MR key, virtual address, length) into bus addresses.
+//! Memory regions: `CMD_CREATE_MR`, `CMD_MODIFY_MR`, `CMD_DESTROY_MR` and the data path's
+//! translation of an (MR key, virtual address, length) into bus addresses.
 //!
 //! An MR's key is `index << 8 | key` ([`hw::mr_key`]): the table slot and the 8-bit key that
 //! changes each time the slot is reused, so a key that outlived its MR matches nothing. The
@@ -82,6 +82,64 @@ impl Nic {
         let Some(p) = hw::CreateMrParams::decode(&cmd.params) else {
             return (hw::AQ_BAD_PARAM, 0);
         };
+        if let Err(status) = self.check_mr(&p, mem) {
+            return (status, 0);
+        }
+        if self.mrs.is_full() {
+            return (hw::AQ_NO_RESOURCES, 0);
+        }
+        let mr = self.registration(&p);
+        match self.mrs.insert(mr).and_then(Handle::to_key) {
+            Some(key) => {
+                debug!(
+                    key = format_args!("{key:#x}"),
+                    pdn = p.pdn,
+                    npages = p.pages.npages,
+                    page_shift = p.pages.page_shift,
+                    levels = p.pages.levels,
+                    "MR created"
+                );
+                (hw::AQ_OK, u64::from(key))
+            }
+            None => (hw::AQ_NO_RESOURCES, 0),
+        }
+    }
+
+    /// `CMD_MODIFY_MR`: the MR the key names gets the new registration, checked as
+    /// `CMD_CREATE_MR` checks one, under the same key. Its number ([`Mr::gen`]) is new, so
+    /// no translation kept from the old one is used again.
+    pub(super) fn modify_mr(&mut self, cmd: &hw::AdminCmd, mem: &dyn Dma) -> Outcome {
+        let Some(p) = hw::ModifyMrParams::decode(&cmd.params) else {
+            return (hw::AQ_BAD_PARAM, 0);
+        };
+        let h = Handle::from_key(p.key);
+        if self.mrs.get(h).is_none() {
+            return (hw::AQ_BAD_PARAM, 0);
+        }
+        if let Err(status) = self.check_mr(&p.mr, mem) {
+            return (status, 0);
+        }
+        let mr = self.registration(&p.mr);
+        match self.mrs.get_mut(h) {
+            Some(slot) => {
+                *slot = mr;
+                debug!(
+                    key = format_args!("{:#x}", p.key),
+                    pdn = p.mr.pdn,
+                    npages = p.mr.pages.npages,
+                    "MR re-registered"
+                );
+                (hw::AQ_OK, 0)
+            }
+            None => (hw::AQ_BAD_PARAM, 0),
+        }
+    }
+
+    /// Checks a registration as `CMD_CREATE_MR` and `CMD_MODIFY_MR` take it: a PD that
+    /// exists, access flags the NIC has (remote write and atomics only with local write),
+    /// a range that does not wrap, a page list of a supported page size whose pages cover
+    /// exactly the range, every table of it readable.
+    fn check_mr(&self, p: &hw::CreateMrParams, mem: &dyn Dma) -> Result<(), u16> {
         let ps = p.pages.page_shift;
         let cap_ok = 1u64
             .checked_shl(u32::from(ps))
@@ -100,36 +158,21 @@ impl Nic {
             || !cap_ok
             || !npages_ok
         {
-            return (hw::AQ_BAD_PARAM, 0);
+            return Err(hw::AQ_BAD_PARAM);
         }
-        if self.mrs.is_full() {
-            return (hw::AQ_NO_RESOURCES, 0);
-        }
-        if let Err(e) = pages::validate(mem, &p.pages) {
-            return (e.status(), 0);
-        }
+        pages::validate(mem, &p.pages).map_err(|e| e.status())
+    }
+
+    /// A new registration of checked parameters `p`, numbered after every one before it.
+    fn registration(&mut self, p: &hw::CreateMrParams) -> Mr {
         self.mr_gen = self.mr_gen.wrapping_add(1);
-        let mr = Mr {
+        Mr {
             pdn: p.pdn,
             access: p.access,
             iova: p.iova,
             length: p.length,
             pages: p.pages,
             gen: self.mr_gen,
-        };
-        match self.mrs.insert(mr).and_then(Handle::to_key) {
-            Some(key) => {
-                debug!(
-                    key = format_args!("{key:#x}"),
-                    pdn = p.pdn,
-                    npages = p.pages.npages,
-                    page_shift = p.pages.page_shift,
-                    levels = p.pages.levels,
-                    "MR created"
-                );
-                (hw::AQ_OK, u64::from(key))
-            }
-            None => (hw::AQ_NO_RESOURCES, 0),
         }
     }
 

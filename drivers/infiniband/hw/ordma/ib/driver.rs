@@ -335,6 +335,16 @@ pub(crate) trait Driver: Sync + Sized {
         pd: &'a Self::Pd,
         mem: &'a UserMemory<'a>,
     ) -> impl PinInit<Self::Mr, Error> + 'a;
+    /// Re-registers `mr` in place (`ibv_rereg_mr`) over user memory `mem` of the calling
+    /// process on `pd` (what the call changes; the rest as it was), for `caller`. Its keys
+    /// stay. On an error `mr` must be as it was.
+    fn rereg_user_mr<'a>(
+        &'a self,
+        caller: Caller<'a, Self>,
+        mr: &mut Self::Mr,
+        pd: &'a Self::Pd,
+        mem: &'a UserMemory<'a>,
+    ) -> Result;
     /// A new CQ for `caller`, as `init` asks.
     fn create_cq<'a>(
         &'a self,

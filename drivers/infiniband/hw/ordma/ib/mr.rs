@@ -7,11 +7,11 @@
 //! [`IbMr`] (`KBox`), initialises the driver's data in place inside it, returns its
 //! `ib_mr` and frees it in `dereg_mr`, after dropping the driver's data.
 //!
-//! `rereg_user_mr` registers a new MR (the driver's `reg_user_mr` again, with the old
-//! registration's parameters where the call changes none): ib_core puts it in the old one's
-//! place and deregisters the old one before the verb returns, so the device never uses
-//! the old translation, access or PD after it. The new MR has new keys, which ib_core
-//! answers. An MR over a dma-buf is not re-registered (`EOPNOTSUPP`): its file is not kept.
+//! `rereg_user_mr` has the driver re-register the MR in place, with the old registration's
+//! parameters where the call changes none; the keys stay (as soft-RoCE's and mlx5's do,
+//! and as rdma-core's tests expect), and the driver answers only once the device no longer
+//! uses the old translation, access or PD. An MR over a dma-buf is not re-registered
+//! (`EOPNOTSUPP`): its file is not kept.
 
 use core::mem::MaybeUninit;
 

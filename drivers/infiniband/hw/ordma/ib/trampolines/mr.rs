@@ -86,15 +86,16 @@ unsafe fn reg_va<T: Driver>(
     }
 }
 
-/// `rereg_user_mr`: a new MR (`reg_user_mr` again) for what `flags` changes (translation,
-/// PD, access) and what `mr` had otherwise; ib_core puts it in `mr`'s place and
-/// deregisters `mr` before the verb returns. `EOPNOTSUPP` for an MR over a dma-buf or an
-/// unknown flag.
+/// `rereg_user_mr`: the driver re-registers `mr` in place ([`Driver::rereg_user_mr`]) for
+/// what `flags` changes (translation, PD, access) and what `mr` had otherwise; null on
+/// success (ib_core keeps `mr`, with its keys, and updates its PD, address and length).
+/// `EOPNOTSUPP` for an MR over a dma-buf or an unknown flag.
 ///
 /// # Safety
 ///
 /// See `reg_user_mr`; `mr` is a live MR of ours, `pd` the PD it is to be on (its own when
-/// `flags` does not change it).
+/// `flags` does not change it), and ib_core holds `mr` exclusively for the call (uverbs
+/// takes its object for writing), so nothing else reaches its data meanwhile.
 pub(super) unsafe extern "C" fn rereg_user_mr<T: Driver>(
     mr: *mut b::ib_mr,
     flags: i32,
@@ -105,8 +106,9 @@ pub(super) unsafe extern "C" fn rereg_user_mr<T: Driver>(
     pd: *mut b::ib_pd,
     udata: *mut b::ib_udata,
 ) -> *mut b::ib_mr {
+    let m = mr.cast::<IbMr<T>>();
     // SAFETY: `mr` is the first field of a live `IbMr<T>` (`reg_mr`).
-    let old = unsafe { (*mr.cast::<IbMr<T>>()).reg };
+    let old = unsafe { (*m).reg };
     // CAST: a bit mask, reinterpreted.
     let flags = flags as u32;
     let (trans, change_pd, change_access) = (
@@ -120,21 +122,57 @@ pub(super) unsafe extern "C" fn rereg_user_mr<T: Driver>(
     if flags & !(trans | change_pd | change_access) != 0 {
         return EOPNOTSUPP.to_ptr();
     }
-    let (start, len, virt) = if flags & trans != 0 {
-        (start, len, virt)
-    } else {
-        (old_start, old.length, old.virt)
+    let reg = MrReg {
+        start: Some(if flags & trans != 0 { start } else { old_start }),
+        length: if flags & trans != 0 { len } else { old.length },
+        virt: if flags & trans != 0 { virt } else { old.virt },
+        access: if flags & change_access != 0 {
+            access
+        } else {
+            old.access
+        },
     };
-    let access = if flags & change_access != 0 {
-        access
-    } else {
-        old.access
+    // SAFETY: `pd` is a live PD of ours (`alloc_pd` initialised its data) that ib_core holds
+    // for the call; `udata` is the verb's and `uctx` its caller's context.
+    let (ib, pd_data, u, uctx) = unsafe {
+        let uctx = b::rust_ib_helper_udata_ucontext(udata);
+        (
+            NonNull::new((*pd).device),
+            (*pd.cast::<IbPd<T>>()).data.assume_init_ref(),
+            Udata::from_raw(udata),
+            ucontext_data::<T>(uctx),
+        )
     };
-    // SAFETY: `udata` is null or the verb's, valid for the call.
-    let uctx = unsafe { b::rust_ib_helper_udata_ucontext(udata) };
-    // SAFETY: `pd` is a live PD of ours, `udata` and `uctx` the verb's; the verb runs in the
-    // process whose memory `start` names (the old registration's, or the one asked).
-    unsafe { reg_va::<T>(pd, udata, uctx, start, len, virt, access) }
+    let Some(ib) = ib else {
+        return EINVAL.to_ptr();
+    };
+    let source = Source::Va {
+        start: reg.start.unwrap_or(old_start),
+    };
+    // SAFETY: `ib` is registered, the verb runs in its caller's process (whose memory the
+    // registration's start names), and `pages` and `mem` do not outlive the call.
+    let (d, pages, mem) = unsafe {
+        (
+            data::<T>(ib.as_ptr()),
+            UserPages::new(ib),
+            UserMemory::new(ib, source, reg.length, reg.virt, Access::from_raw(reg.access)),
+        )
+    };
+    let caller = match caller::<T>(u.as_ref(), uctx, &pages) {
+        Ok(c) => c,
+        Err(e) => return e.to_ptr(),
+    };
+    // SAFETY: `reg_mr` initialised the data; ib_core holds `mr` exclusively for the call
+    // (the contract), so this is the only reference to it.
+    let data = unsafe { (*m).data.assume_init_mut() };
+    match d.rereg_user_mr(caller, data, pd_data, &mem) {
+        Ok(()) => {
+            // SAFETY: as above: the MR is ours alone for the call.
+            unsafe { (*m).reg = reg };
+            core::ptr::null_mut()
+        }
+        Err(e) => e.to_ptr(),
+    }
 }
 
 /// # Safety
