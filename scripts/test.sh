@@ -389,6 +389,11 @@ if [ -n "$need_debug" ]; then
 	fi
 fi
 run_units
+# rdma-core's own suite on ordma0 against soft-RoCE: its tally in the summary.
+for f in "$TR"/vm-rdma-core-suite.log; do
+	[ -f "$f" ] || continue
+	grep -h '^ *rdma-core suite:' "$f" | sed 's/^ */     /' | tee -a "$SUMMARY" >&2 || true
+done
 
 printf '%s: %d step(s) failed; %d s in all\n' "$([ $failed = 0 ] && echo PASS || echo FAIL)" \
 	"$failed" "$((SECONDS - T0))" | tee -a "$SUMMARY" >&2

@@ -27,6 +27,27 @@ OUTCOME = re.compile(
     r"(?:^| \.\.\. )(ok|FAIL|ERROR|skipped (.*)|expected failure|unexpected success)$")
 # Not compared: rdma_cm needs kernel QPs (QP1), which ordma does not have yet.
 EXEMPT = ("tests.test_rdmacm.",)
+# Skips allowed where soft-RoCE passes: a capability ordma does not claim (testing.md says
+# why), by the reason the test prints.
+NOT_CLAIMED = {
+    "ODP is not supported": "on-demand paging: ordma pins every MR (ib_umem); no page faults",
+}
+# Tests soft-RoCE passes that ordma does not yet: work not done, named here so that the step
+# fails on anything else, and fails when one of these starts to pass (remove it then).
+PENDING = {
+    "tests.test_mr.MWTest.test_invalidate_mw_type1": "memory windows (issue 20, item 2)",
+    "tests.test_mr.MWTest.test_mw_type1": "memory windows (issue 20, item 2)",
+    "tests.test_mr.MWTest.test_mw_type2": "memory windows (issue 20, item 2)",
+    "tests.test_mr.MWTest.test_mw_type2_invalidate_dealloc": "memory windows (issue 20, item 2)",
+    "tests.test_mr.MWTest.test_mw_type2_invalidate_local": "memory windows (issue 20, item 2)",
+    "tests.test_mr.MWTest.test_mw_type2_invalidate_remote": "memory windows (issue 20, item 2)",
+    "tests.test_mr.MWTest.test_reg_mw_wrong_type": "memory windows (issue 20, item 2)",
+    "tests.test_qpex.QpExTestCase.test_qp_ex_rc_bind_mw": "memory windows (issue 20, item 2)",
+    "tests.test_qpex.QpExTestCase.test_qp_ex_rc_atomic_write": "IBTA 1.5 ATOMIC WRITE",
+    "tests.test_qpex.QpExTestCase.test_qp_ex_rc_flush": "IBTA 1.5 FLUSH",
+    "tests.test_qpex.QpExTestCase.test_qp_ex_rc_flush_type_violate": "IBTA 1.5 FLUSH",
+    "tests.test_srq.SrqTestCase.test_resize_srq": "SRQ resize (ibv_modify_srq max_wr)",
+}
 
 
 CRASHED = re.compile(r"^CRASHED: (tests\.\w+)")
@@ -81,23 +102,42 @@ def main():
             continue
         if o in ("FAIL", "ERROR", "unexpected success", "crashed"):
             bad.append(f"{t}: {o} on ordma0")
+    pending, not_claimed = [], []
     for t, (o, _) in sorted(rxe.items()):
         if o != "ok" or t.startswith(EXEMPT):
             continue
         mine = ordma.get(t, ("not run", ""))
-        if mine[0] != "ok":
+        why = next((w for r, w in NOT_CLAIMED.items() if mine[1].startswith(r)), None)
+        if mine[0] == "ok":
+            continue
+        if mine[0] == "skipped" and t in PENDING:
+            pending.append(f"{t}: {PENDING[t]} ({mine[1]})")
+        elif mine[0] == "skipped" and why:
+            not_claimed.append(f"{t}: {why}")
+        else:
             bad.append(f"{t}: passes on rxe0, {mine[0]} on ordma0 {mine[1]}".rstrip())
+    for t in sorted(PENDING):
+        if ordma.get(t, ("", ""))[0] == "ok":
+            bad.append(f"{t}: passes on ordma0 now: take it off PENDING")
     reasons = collections.Counter(r for o, r in ordma.values() if o == "skipped")
     print("----- tests skipped on ordma0, by the reason the test gives:")
     for reason, n in reasons.most_common():
         print(f"  {n:3d}  {reason}")
     exempt = sorted(t for t in ordma if t.startswith(EXEMPT))
     print(f"----- not compared (rdma_cm, kernel QPs): {len(exempt)} tests of test_rdmacm")
+    print(f"----- passing on rxe0, skipped on ordma0 for a capability it does not claim: {len(not_claimed)}")
+    for line in not_claimed:
+        print(f"  {line}")
+    print(f"----- passing on rxe0, skipped on ordma0, pending work: {len(pending)}")
+    for line in pending:
+        print(f"  {line}")
     for m in rxe_crashed:
         print(f"----- {m} crashed on rxe0: compared as far as it ran")
     for line in bad:
         print(f"FAIL: {line}")
-    print(f"rdma-core suite: {tally('ordma0', ordma)}; {tally('rxe0', rxe)}")
+    compared = {t: r for t, r in ordma.items() if not t.startswith(EXEMPT)}
+    print(f"rdma-core suite: {tally('ordma0', compared)}, {len(pending)} pending; "
+          f"{tally('rxe0', rxe)} (test_rdmacm not compared)")
     return 1 if bad else 0
 
 

@@ -1,6 +1,7 @@
 #!/bin/bash
 # VM test: rdma-core 56.1's own test suite (pyverbs' tests as Debian ships them, run_tests.py),
-# the whole of it, on ordma0 and on soft-RoCE (rxe0 over the guest's eth0) in the same guest,
+# the whole of it, on ordma0 (its RoCEv2 port: --link-layer ethernet, as soft-RoCE's) and on
+# soft-RoCE (rxe0 over another netdev of the guest) in the same guest,
 # compared by qemu-test/progs/rdma_core_suite.py: no test fails on ordma0, every test that
 # passes on rxe0 passes on ordma0 (test_rdmacm aside: rdma_cm needs kernel QPs), and every
 # other test is skipped by the test itself for the reason it prints (the list, by reason, is
@@ -11,6 +12,7 @@
 # are in the results folder (suite-ordma0.out, suite-rxe0.out).
 # ordma0 holds no object afterwards.
 # nics: 1
+# run-args: --link-layer ethernet
 # timeout: 1500
 # fresh-vm: yes
 set -euo pipefail
@@ -18,8 +20,15 @@ fail() { echo "FAIL: $*"; exit 1; }
 P=/ordma/src/qemu-test/progs
 source $P/nic-control.sh
 
+# soft-RoCE on a netdev that is not ordma0's own.
+mine=$(rdma link show ordma0/1 | grep -o 'netdev [^ ]*' | cut -d' ' -f2)
+[ -n "$mine" ] || fail "ordma0 has no netdev: $(rdma link show ordma0/1)"
+other=$(ip -br link | awk -v m="$mine" '$1 != "lo" && $1 != m { print $1; exit }')
+[ -n "$other" ] || fail "no netdev for soft-RoCE besides ordma0's $mine: $(ip -br link)"
+ip link set "$other" up
 modprobe rdma_rxe
-rdma link add rxe0 type rxe netdev eth0
+rdma link add rxe0 type rxe netdev "$other"
+echo "ordma0 on $mine, rxe0 on $other"
 mkdir -p /tmp/rdma-core-tests
 cp -r /usr/share/doc/rdma-core/tests /tmp/rdma-core-tests/
 gunzip -f /tmp/rdma-core-tests/tests/*.gz

@@ -14,7 +14,7 @@
  *           that command runs with the MR's key while the MR exists, and must succeed
  *   rereg   ibv_rereg_mr: a new translation (the responder's MR moved to another buffer:
  *           WRITEs and READs land in and come from the new one, the old buffer untouched,
- *           a WRITE to the old range with the new key REM_ACCESS_ERR), new access (READs
+ *           a WRITE to the old range with the same key REM_ACCESS_ERR), new access (READs
  *           allowed, WRITEs REM_ACCESS_ERR), a new PD (the QP's PD no longer the MR's:
  *           REM_ACCESS_ERR), the keys the same after each (an access taken away and
  *           given back: REM_ACCESS_ERR, then bytes with the same key); flags 0 refused by the kernel (IBV_REREG_MR_ERR_CMD, errno
