@@ -180,7 +180,11 @@ fn create_mr_params_layout() {
         mr: m,
     };
     let q = r.encode();
-    assert_eq!(&q[..38], &p[..38], "the registration as CREATE_MR lays it out");
+    assert_eq!(
+        &q[..38],
+        &p[..38],
+        "the registration as CREATE_MR lays it out"
+    );
     assert_eq!(get_le32(&q, 40), Some(0x12_3456), "key @40");
     assert_eq!(ModifyMrParams::decode(&q), Some(r));
     let reserved: Vec<usize> = (38..40).chain(44..56).collect();

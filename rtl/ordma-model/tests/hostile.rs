@@ -467,7 +467,10 @@ fn random_object_commands_never_break_the_engine() {
                     if op == 3 && rng.below(2) == 0 {
                         // The same registration, onto a key that lives or once did.
                         let key = keys[rng.below(keys.len() as u64) as usize];
-                        (hw::CMD_MODIFY_MR, hw::ModifyMrParams { key, mr: p }.encode())
+                        (
+                            hw::CMD_MODIFY_MR,
+                            hw::ModifyMrParams { key, mr: p }.encode(),
+                        )
                     } else {
                         (hw::CMD_CREATE_MR, p.encode())
                     }

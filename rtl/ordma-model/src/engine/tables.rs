@@ -1,9 +1,12 @@
 //! Object tables: the NIC's PDs, MRs, CQs and QPs.
 //!
-//! A [`Table`] holds up to `max` objects in slots handed out lowest index first. Each slot
+//! A [`Table`] holds up to `max` objects in slots handed out lowest index first (the free
+//! slots in a min-heap: an insert or a removal is O(log n), a lookup O(1)). Each slot
 //! has an 8-bit key that changes every time the slot is reused, so a [`Handle`] (index plus
 //! key) names one use of a slot: an MR key (`index << 8 | key`) that outlived its MR no
 //! longer matches. PD numbers are bare indices (the key is not part of them).
+
+use std::{cmp::Reverse, collections::BinaryHeap};
 
 /// One use of a table slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +46,8 @@ struct Slot<T> {
 #[derive(Debug)]
 pub struct Table<T> {
     slots: Vec<Slot<T>>,
+    /// The empty slots below `slots.len()`, lowest first.
+    free: BinaryHeap<Reverse<u32>>,
     max: u32,
     used: u32,
     /// Objects stored, and removed, over the table's life and its predecessors'
@@ -56,6 +61,7 @@ impl<T> Table<T> {
     pub fn new(max: u32) -> Self {
         Self {
             slots: Vec::new(),
+            free: BinaryHeap::new(),
             max,
             used: 0,
             created: 0,
@@ -75,8 +81,8 @@ impl<T> Table<T> {
 
     /// Stores `obj` in the lowest free slot; `None` if all `max` are in use.
     pub fn insert(&mut self, obj: T) -> Option<Handle> {
-        let index = match self.slots.iter().position(|s| s.obj.is_none()) {
-            Some(i) => i,
+        let index = match self.free.pop() {
+            Some(Reverse(i)) => usize::try_from(i).ok()?,
             None if self.slots.len() < usize::try_from(self.max).ok()? => {
                 self.slots.push(Slot { key: 0, obj: None });
                 self.slots.len() - 1
@@ -117,6 +123,7 @@ impl<T> Table<T> {
             .get_mut(usize::try_from(index).ok()?)?
             .obj
             .take()?;
+        self.free.push(Reverse(index));
         self.used -= 1;
         self.destroyed += 1;
         Some(obj)
@@ -163,6 +170,10 @@ impl<T> Table<T> {
     /// Removes every object (a reset); keys keep counting, so old handles stay stale.
     pub fn clear(&mut self) {
         self.slots.iter_mut().for_each(|s| s.obj = None);
+        self.free = (0..self.slots.len())
+            .filter_map(|i| u32::try_from(i).ok())
+            .map(Reverse)
+            .collect();
         self.used = 0;
     }
 }
@@ -195,5 +206,32 @@ mod tests {
         let mut fresh = Table::<char>::new(3);
         fresh.keep_counts(&t);
         assert_eq!(fresh.counts(), (4, 1));
+    }
+
+    #[test]
+    fn a_large_table_hands_out_the_lowest_free_slot() {
+        let max = 65536;
+        let mut t = Table::new(max);
+        let hs: Vec<Handle> = (0..max).filter_map(|i| t.insert(i)).collect();
+        assert_eq!(hs.len(), 65536);
+        assert!(t.is_full() && t.insert(0).is_none());
+        // Free every third slot from the top down; they come back lowest first.
+        for h in hs.iter().rev().step_by(3) {
+            assert!(t.remove(*h).is_some());
+        }
+        let mut last = None;
+        while let Some(h) = t.insert(7) {
+            assert!(last.is_none_or(|l| h.index > l), "ascending");
+            assert_eq!(h.index % 3, (max - 1) % 3);
+            last = Some(h.index);
+        }
+        assert_eq!(t.in_use(), max);
+        t.clear();
+        assert_eq!(
+            t.insert(1).map(|h| h.index),
+            Some(0),
+            "lowest first after a clear"
+        );
+        assert_eq!(t.insert(2).map(|h| h.index), Some(1));
     }
 }

@@ -155,7 +155,13 @@ pub(super) unsafe extern "C" fn rereg_user_mr<T: Driver>(
         (
             data::<T>(ib.as_ptr()),
             UserPages::new(ib),
-            UserMemory::new(ib, source, reg.length, reg.virt, Access::from_raw(reg.access)),
+            UserMemory::new(
+                ib,
+                source,
+                reg.length,
+                reg.virt,
+                Access::from_raw(reg.access),
+            ),
         )
     };
     let caller = match caller::<T>(u.as_ref(), uctx, &pages) {
