@@ -38,13 +38,14 @@ Checks, each with the exact errno Documentation/uapi.md promises:
   ownership    a CQ arm doorbell for another context's CQ, written on this context's
                page, is the NIC's to ignore (the shell checks its foreign_doorbells count);
                the same on the owner's page is taken
-  doorbells    63 user pages: the 64th context gets ENOMEM; closing one frees its page
+  doorbells    2047 user pages: the 2048th context gets ENOMEM; closing one frees its page
 Prints one line per check; exits non-zero on the first failure.
 """
 import ctypes
 import errno
 import mmap
 import os
+import resource
 import struct
 import sys
 import time
@@ -63,7 +64,7 @@ QP_RESP = struct.Struct("<II")  # comp_mask, qpn
 # max_recv_sge, max_inline_data, reserved
 QP_CORE_RESP = struct.Struct("<8I")
 QPT_RC, QPT_RAW_PACKET = 2, 8
-DB_PAGES = 64
+DB_PAGES = 2048  # hw::DB_PAGES (rtl/ordma-hw/src/defs/mod.rs), interface 1.6
 
 checks = 0
 
@@ -475,7 +476,7 @@ def main():
     db.close()
     os.close(fd)
 
-    # Doorbell pages: 63 for users. Every context holds one until it is gone.
+    # Doorbell pages: 2047 for users. Every context holds one until it is gone.
     fds = []
     while True:
         f = os.open(dev, os.O_RDWR)
@@ -543,6 +544,8 @@ def contexts(ibdev, cqn):
         os.close(fd)
 
 
+# A file per context, and a doorbell mapping each: more than the default 1024 files.
+resource.setrlimit(resource.RLIMIT_NOFILE, (4 * DB_PAGES, 4 * DB_PAGES))
 if sys.argv[1] == "--hold":
     hold(sys.argv[2])
 elif sys.argv[1] == "--contexts":

@@ -4,7 +4,7 @@
 # documented errnos, not oopses; good ones the documented responses; the doorbell page
 # maps and a write to it reaches the NIC's page; CREATE_CQ's request is checked before the
 # NIC sees it, and good CQs reach the NIC on the context's doorbell page and leave it;
-# 63 contexts exhaust the doorbell pages.
+# 2047 contexts exhaust the doorbell pages.
 # Uses ordma0 only; NIC 1 is verbs-provider's, so the tests share one boot in make test.
 # nics: 2
 # run-args: --nic-args 0 "--log-level debug --guid 0x02000000000000b0 --attr fw_ver=4.5.6 --attr max_qp=1000 --attr max_pd=1000 --attr max_cq=1000 --attr max_mr=4000 --attr max_qp_wr=4096 --attr max_cqe=32768"

@@ -7,8 +7,8 @@
 # arms the leaked CQ from each one's page: the NIC takes a doorbell for a queue only from
 # the queue's own page, so had any context got the leaked page, its arm would be taken
 # (`doorbells`); every one must be ignored as foreign (`foreign_doorbells`), and the
-# contexts get every user page but that one (62). Unbind resets the NIC and releases the
-# kept rings; after rebind all 63 pages are handed out again.
+# contexts get every user page but that one (2046 of 2047). Unbind resets the NIC and
+# releases the kept rings; after rebind all 2047 pages are handed out again.
 # nics: 1
 # debug: yes
 set -euo pipefail
@@ -56,8 +56,8 @@ foreign=$(($(field foreign_doorbells "$after") - $(field foreign_doorbells "$bef
 echo "arms of CQ $cqn: $taken taken, $foreign ignored as foreign"
 [ "$taken" = 0 ] || fail "a new context drove the leaked CQ: it got doorbell page $page"
 if grep -qw "$page" <<<"$pages"; then fail "doorbell page $page was handed out again"; fi
-grep -qx "contexts 62 errno ENOMEM" <<<"$out" || fail "expected 62 contexts (every user page but $page), then ENOMEM"
-[ "$foreign" = 62 ] || fail "expected 62 foreign arms, one per context"
+grep -qx "contexts 2046 errno ENOMEM" <<<"$out" || fail "expected 2046 contexts (every user page but $page), then ENOMEM"
+[ "$foreign" = 2046 ] || fail "expected 2046 foreign arms, one per context"
 echo "ok: page $page, whose CQ and QP are still on the NIC, stayed out of the pool"
 
 echo $dev >$D/unbind
@@ -68,7 +68,7 @@ echo $dev >$D/bind
 s=$(status)
 [ "$(field cqs "$s")" = 0 ] && [ "$(field qps "$s")" = 0 ] || fail "queues left after the reset: $s"
 out=$(python3 $P/uverbs_raw.py --contexts ordma0 "$cqn") || { echo "$out"; fail "uverbs_raw.py --contexts after rebind"; }
-grep -qx "contexts 63 errno ENOMEM" <<<"$out" || { echo "$out"; fail "after rebind, expected all 63 pages"; }
+grep -qx "contexts 2047 errno ENOMEM" <<<"$out" || { echo "$out"; fail "after rebind, expected all 2047 pages"; }
 grep -qw "$page" <<<"$(sed -n 's/^pages //p' <<<"$out")" || fail "page $page not handed out after rebind"
 echo "ok: after unbind and rebind every page, $page too, is handed out"
 rmmod ordma

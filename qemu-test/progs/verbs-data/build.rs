@@ -1,5 +1,5 @@
 //! Compiles the test program's C part (`verbs_data.c`, `mr_checks.c`, `ownership.c`,
-//! `quirks.c`, `srq_checks.c`, `atomics.c`, `uc.c`, `ud.c`, `stress.c`, `many.c`, `ex.c`) and links libibverbs.
+//! `quirks.c`, `srq_checks.c`, `atomics.c`, `uc.c`, `ud.c`, `stress.c`, `many.c`, `ex.c`, `scale.c`) and links libibverbs.
 
 fn main() {
     for f in [
@@ -15,6 +15,7 @@ fn main() {
         "stress.c",
         "many.c",
         "ex.c",
+        "scale.c",
     ] {
         println!("cargo:rerun-if-changed={f}");
     }
@@ -30,6 +31,7 @@ fn main() {
         .file("stress.c")
         .file("many.c")
         .file("ex.c")
+        .file("scale.c")
         .flag("-std=gnu11")
         .warnings(true)
         .extra_warnings(true)

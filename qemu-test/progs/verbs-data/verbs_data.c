@@ -25,6 +25,8 @@
  *              every byte
  *   many-2m    the same with 2 MiB each (64 MiB in flight; on 4 KiB pages only): many.c
  *   shared, levels, rereg  MRs under the data path (rereg: ibv_rereg_mr): see mr_checks.c
+ *   scale          the object limits (max_pd, max_mr, max_cq, max_qp) reached and
+ *                  enforced (ENOMEM), with create and destroy rates: see scale.c
  *   stale, drain    what the NIC touches after a deregistration, and when SQD is drained:
  *              see ownership.c (drain between two NICs: it takes --dev2's link down)
  *   quirks     what UCX and NCCL do that plain tests do not: see quirks.c
@@ -667,7 +669,7 @@ int verbs_data_main(int argc, char **argv)
 	if (i >= argc) {
 		fprintf(stderr, "usage: %s [--dev A] [--dev2 B] [--mem 4k|huge:PATH|dmabuf] "
 				"[--listen PORT|--peer HOST:PORT] [--retry N] transfers|errors|rnr|events|many|many-2m|shared|levels|rereg|stale|drain|quirks|"
-				"srq|srq-events|srq-errnos|srq-hold|atomics|uc|ud|ex|stress[=N]...\n", argv[0]);
+				"srq|srq-events|srq-errnos|srq-hold|atomics|uc|ud|ex|scale[=N]|stress[=N]...\n", argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -691,6 +693,10 @@ int verbs_data_main(int argc, char **argv)
 			check_levels();
 		else if (!strcmp(argv[i], "rereg"))
 			check_rereg();
+		else if (!strcmp(argv[i], "scale"))
+			check_scale(0);
+		else if (!strncmp(argv[i], "scale=", 6))
+			check_scale(atoi(argv[i] + 6));
 		else if (!strcmp(argv[i], "stale"))
 			check_stale();
 		else if (!strcmp(argv[i], "drain"))

@@ -85,5 +85,6 @@ void check_stress(long rounds);
 void check_many(unsigned chunk);
 void check_ex(void);
 void check_rereg(void);
+void check_scale(int count);
 
 #endif

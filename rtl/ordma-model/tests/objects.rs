@@ -1439,7 +1439,7 @@ fn doorbells_reach_only_the_owners_queues() {
         (3 * 4096 + 2, 4),
         (3 * 4096, 2),
         (3 * 4096, 8),
-        (64 * 4096, 4),
+        (hw::BAR2_SIZE as u64, 4),
     ] {
         rig.nic.doorbell_write(off, size, 0, &rig.mem, &rig.irq);
     }

@@ -369,7 +369,8 @@ pub(crate) fn clear_bus_master(pdev: &pci::Device<Bound>) {
     }
 }
 
-/// The user doorbell pages of BAR2: a lock-free bitmap, page 0 being the kernel's.
+/// The user doorbell pages of BAR2: a lock-free bitmap of [`DB_WORDS`] words, page 0 being
+/// the kernel's.
 ///
 /// A page goes back to the pool when its context is gone, unless a queue on it may still
 /// exist on the NIC (a destroy the NIC did not acknowledge, a create it did not answer):
@@ -379,64 +380,89 @@ pub(crate) fn clear_bus_master(pdev: &pci::Device<Bound>) {
 pub(crate) struct DoorbellPages {
     /// Page frame number of page 0.
     pfn0: u64,
-    /// Pages in use, bit `i` for page `i`; page 0 and every bit beyond `DB_PAGES` set.
-    used: Atomic<u64>,
+    /// Pages in use, bit `i % 64` of word `i / 64` for page `i`; page 0 and every bit
+    /// beyond `DB_PAGES` set.
+    used: [Atomic<u64>; DB_WORDS],
     /// Pages that stay in use when their context goes: a queue on them may be on the NIC.
-    kept: Atomic<u64>,
+    kept: [Atomic<u64>; DB_WORDS],
 }
 
-// The doorbell bitmap has a bit per page.
-const _: () = assert!(hw::DB_PAGES >= 1 && hw::DB_PAGES <= 64);
+/// Words of the doorbell bitmaps.
+const DB_WORDS: usize = hw::DB_PAGES.div_ceil(64) as usize;
+const _: () = assert!(hw::DB_PAGES >= 1);
+
+/// Word and bit of page `index`, if it is one of BAR2's.
+fn db_bit(index: u32) -> Option<(usize, u64)> {
+    (index < hw::DB_PAGES).then(|| ((index / 64) as usize, 1u64 << (index % 64)))
+}
 
 impl DoorbellPages {
     fn new(pfn0: u64) -> Self {
-        let beyond = u64::MAX.checked_shl(hw::DB_PAGES).unwrap_or(0);
+        let used = core::array::from_fn(|w| {
+            // CAST: `w < DB_WORDS`, a few thousand at most.
+            let first = w as u32 * 64;
+            let valid = hw::DB_PAGES.saturating_sub(first).min(64);
+            let beyond = u64::MAX.checked_shl(valid).unwrap_or(0);
+            Atomic::new(beyond | u64::from(w == 0))
+        });
         Self {
             pfn0,
-            used: Atomic::new(beyond | 1),
-            kept: Atomic::new(0),
+            used,
+            kept: core::array::from_fn(|_| Atomic::new(0)),
         }
     }
 
     /// A queue on page `index` may still exist on the NIC: the page never goes back to the
     /// pool. Called while the page's context still holds it (its queues go before it).
     pub(crate) fn keep(&self, index: u32) {
-        let Some(bit) = 1u64.checked_shl(index) else {
+        let Some((w, bit)) = db_bit(index) else {
             return;
         };
-        let mut cur = self.kept.load(Relaxed);
-        while let Err(now) = self.kept.cmpxchg(cur, cur | bit, Release) {
+        let Some(word) = self.kept.get(w) else {
+            return;
+        };
+        let mut cur = word.load(Relaxed);
+        while let Err(now) = word.cmpxchg(cur, cur | bit, Release) {
             cur = now;
         }
     }
 
-    /// Takes a free page: its index and page frame number.
+    /// Takes a free page, the lowest: its index and page frame number.
     ///
     /// # Errors
     ///
     /// `ENOMEM` if every page is in use.
     pub(crate) fn alloc(&self) -> Result<(u32, u64)> {
-        let mut cur = self.used.load(Relaxed);
-        loop {
-            if cur == u64::MAX {
-                return Err(ENOMEM);
-            }
-            let index = (!cur).trailing_zeros();
-            match self.used.cmpxchg(cur, cur | 1 << index, Relaxed) {
-                Ok(_) => return Ok((index, self.pfn0 + u64::from(index))),
-                Err(now) => cur = now,
+        for (w, word) in (0u32..).zip(self.used.iter()) {
+            let mut cur = word.load(Relaxed);
+            while cur != u64::MAX {
+                let bit = (!cur).trailing_zeros();
+                match word.cmpxchg(cur, cur | 1 << bit, Relaxed) {
+                    Ok(_) => {
+                        let index = w * 64 + bit;
+                        return Ok((index, self.pfn0 + u64::from(index)));
+                    }
+                    Err(now) => cur = now,
+                }
             }
         }
+        Err(ENOMEM)
     }
 
     /// Returns page `index`, which `alloc` gave and nothing maps any more, unless it is
     /// kept (see [`DoorbellPages::keep`]).
     pub(crate) fn free(&self, index: u32) {
-        if index == 0 || index >= hw::DB_PAGES || self.kept.load(Acquire) & 1 << index != 0 {
+        let Some((w, bit)) = db_bit(index).filter(|_| index != 0) else {
+            return;
+        };
+        let (Some(word), Some(kept)) = (self.used.get(w), self.kept.get(w)) else {
+            return;
+        };
+        if kept.load(Acquire) & bit != 0 {
             return;
         }
-        let mut cur = self.used.load(Relaxed);
-        while let Err(now) = self.used.cmpxchg(cur, cur & !(1 << index), Relaxed) {
+        let mut cur = word.load(Relaxed);
+        while let Err(now) = word.cmpxchg(cur, cur & !bit, Relaxed) {
             cur = now;
         }
     }

@@ -108,8 +108,9 @@ pub const NUM_VECTORS: u16 = 2;
 
 /// Size of BAR2, the doorbell area: [`DB_PAGES`] pages of 4 KiB.
 pub const BAR2_SIZE: usize = DB_PAGES as usize * 4096;
-/// Doorbell pages in BAR2, one per user context; page 0 belongs to the kernel.
-pub const DB_PAGES: u32 = 64;
+/// Doorbell pages in BAR2, one per user context; page 0 belongs to the kernel (so 2047
+/// user contexts at once; 63 before interface 1.6's BAR2 of 8 MiB).
+pub const DB_PAGES: u32 = 2048;
 
 /// Size of an admin SQ entry.
 pub const AQ_SQE_SIZE: usize = 64;
