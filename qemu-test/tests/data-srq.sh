@@ -2,7 +2,7 @@
 # VM test: shared receive queues on one NIC (loopback), through libibverbs, the provider's
 # fast path (ibv_post_srq_recv: a WQE in the SRQ's ring and a DB_SRQ doorbell, no system
 # call) and the NIC's RC engine, and their lifetimes:
-# - ibv_devinfo -v reports max_srq 1024, max_srq_wr 32767, max_srq_sge 16 (the model's);
+# - ibv_devinfo -v reports max_srq 16384, max_srq_wr 32767, max_srq_sge 16 (the model's);
 # - qemu-test/progs/verbs-data (srq_checks.c): 400 SENDs with immediate of 0 B to 1 MiB + 3
 #   from 4 QPs to 4 QPs on one SRQ, each receive reposted as it completes (slots come back
 #   out of order): every message once, on its QP, every byte; the limit event
@@ -32,10 +32,10 @@ VD=/ordma/payload/ordma-verbs-data
 objects() { nic_ctl 0 status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*\|srqs=[0-9]*' | xargs; }
 
 info=$(ibv_devinfo -v -d ordma0)
-for want in "max_srq:[[:space:]]*1024" "max_srq_wr:[[:space:]]*32767" "max_srq_sge:[[:space:]]*16"; do
+for want in "max_srq:[[:space:]]*16384" "max_srq_wr:[[:space:]]*32767" "max_srq_sge:[[:space:]]*16"; do
 	echo "$info" | grep -Eq "$want\$" || { echo "$info"; fail "ibv_devinfo -v: no $want"; }
 done
-echo "ok: ibv_devinfo -v reports max_srq 1024, max_srq_wr 32767, max_srq_sge 16"
+echo "ok: ibv_devinfo -v reports max_srq 16384, max_srq_wr 32767, max_srq_sge 16"
 
 $VD srq-errnos srq-events srq || fail "ordma-verbs-data's SRQ checks on ordma0"
 

@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "verbs_data.h"
 
@@ -101,6 +102,7 @@ static int destroy(enum kind k, void *o)
 /* Creates objects of kind k until the verb fails: `limit - held` must succeed (`held` of
  * them the rig's own), the next fail with ENOMEM. With `at_least`, `limit` is a floor (for
  * contexts: no verb reports their limit); with `exact` 0, `limit` objects and no check. */
+static void data_on(struct ibv_context *ctx);
 static void fill_to(struct rig *r, enum kind k, int limit, int held, int at_least, int exact)
 {
 	void **objs = calloc((size_t)limit + 1, sizeof(*objs));
@@ -146,6 +148,8 @@ static void fill_to(struct rig *r, enum kind k, int limit, int held, int at_leas
 	else
 		printf("ok %s: max %d reached (%d here, %d the rig's), the next ENOMEM\n", names[k],
 		       limit, n, held);
+	if (n > 0 && exact && k == CTX)
+		data_on(objs[n - 1]);
 	if (n > 0 && exact) {
 		if (destroy(k, objs[n - 1]))
 			FAIL("%s: destroy of the last failed", names[k]);
@@ -168,6 +172,60 @@ static void fill_to(struct rig *r, enum kind k, int limit, int held, int at_leas
 		printf("rate: %s create %.0f/s, destroy %.0f/s (%d objects)\n", names[k],
 		       n / (t1 - t0), n / (t3 - t2), n);
 	free(objs);
+}
+
+/* The last context opened has the highest doorbell page (2047 of 2048): an SRQ and an RC QP
+ * are created on it and the QP, connected to itself, moves a SEND and a WRITE of 64 KiB,
+ * bytes checked (interface 1.5 gave QPs and SRQs a byte for their page: 256 and up had
+ * none). */
+static void data_on(struct ibv_context *ctx)
+{
+	struct side a;
+	memset(&a, 0, sizeof(a));
+	a.ctx = ctx;
+	side_port(&a);
+	a.pd = ibv_alloc_pd(ctx);
+	a.cq = a.pd ? ibv_create_cq(ctx, 16, NULL, NULL, 0) : NULL;
+	if (!a.cq) {
+		FAIL("the last context: PD or CQ: errno %d", errno);
+		return;
+	}
+	a.buf = alloc_buf(0);
+	a.mr = reg(&a, RW);
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 16, .max_sge = 1 } };
+	struct ibv_srq *srq = ibv_create_srq(a.pd, &sa);
+	if (!srq)
+		FAIL("the last context: ibv_create_srq: errno %d (%s)", errno, strerror(errno));
+	/* b: the same QP seen as the receiver, its receive completions on their own CQ (what
+	 * transfer() polls for each side). */
+	struct side b = a;
+	b.cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	if (!b.cq)
+		FAIL("the last context: a second CQ: errno %d", errno);
+	struct ibv_qp_init_attr ia = {
+		.send_cq = a.cq,
+		.recv_cq = b.cq,
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 4, .max_recv_sge = 4 },
+	};
+	a.qp = b.cq ? ibv_create_qp(a.pd, &ia) : NULL;
+	b.qp = a.qp;
+	if (!a.qp)
+		FAIL("the last context: ibv_create_qp: errno %d (%s)", errno, strerror(errno));
+	else {
+		int before = failures;
+		connect_qp(&a, &a, 7);
+		transfer(&a, &b, IBV_WR_SEND, 65536, 0);
+		transfer(&a, &b, IBV_WR_RDMA_WRITE, 65536, 0);
+		if (failures == before)
+			printf("ok the last context: an SRQ, and a QP's SEND and WRITE of 64 KiB\n");
+		if (ibv_destroy_qp(a.qp))
+			FAIL("the last context: ibv_destroy_qp");
+	}
+	if ((srq && ibv_destroy_srq(srq)) || ibv_dereg_mr(a.mr) || ibv_destroy_cq(a.cq) ||
+	    (b.cq && ibv_destroy_cq(b.cq)) || ibv_dealloc_pd(a.pd))
+		FAIL("the last context: destroy");
+	munmap(a.buf.addr, a.buf.len);
 }
 
 /* scale (count 0) or scale=N. */
@@ -205,4 +263,56 @@ void check_scale(int count)
 		FAIL("the rig's CQ or PD");
 	munmap(r.page, 4096);
 	ibv_close_device(r.ctx);
+}
+
+/* scale-hold: contexts opened until the NIC has no doorbell page left (at least 1024), each
+ * with a PD, a CQ, an MR of 4 KiB and a QP (an extended QP with the ibv_wr_* send ops on
+ * every other context), then held until the process is killed: what the kernel must clean up
+ * when a process dies holding thousands of contexts. */
+void check_scale_hold(void)
+{
+	struct rlimit nofile = { 16384, 16384 };
+	if (setrlimit(RLIMIT_NOFILE, &nofile))
+		die("setrlimit RLIMIT_NOFILE");
+	void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (page == MAP_FAILED)
+		die("mmap");
+	memset(page, 0, 4096);
+	int n = 0, ex = 0;
+	for (;; n++) {
+		struct ibv_context *ctx = open_dev_quiet(dev_a);
+		if (!ctx) {
+			if (errno != ENOMEM)
+				FAIL("context %d: errno %d (%s), wanted ENOMEM past the last", n, errno,
+				     strerror(errno));
+			break;
+		}
+		struct ibv_pd *pd = ibv_alloc_pd(ctx);
+		struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);
+		struct ibv_mr *mr = pd ? ibv_reg_mr(pd, page, 4096, IBV_ACCESS_LOCAL_WRITE) : NULL;
+		struct ibv_qp_init_attr_ex a = {
+			.send_cq = cq,
+			.recv_cq = cq,
+			.cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+			.qp_type = IBV_QPT_RC,
+			.pd = pd,
+			.comp_mask = IBV_QP_INIT_ATTR_PD,
+		};
+		if (n % 2) {
+			a.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+			a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE;
+		}
+		struct ibv_qp *qp = pd && cq ? ibv_create_qp_ex(ctx, &a) : NULL;
+		if (!mr || !qp) {
+			FAIL("context %d: PD, CQ, MR or QP: errno %d (%s)", n, errno, strerror(errno));
+			break;
+		}
+		ex += n % 2;
+	}
+	if (n < 1024)
+		FAIL("%d contexts held, wanted at least 1024", n);
+	printf("holding %d contexts, each with a PD, a CQ, an MR and a QP (%d extended)\n", n, ex);
+	fflush(stdout);
+	for (;;)
+		pause();
 }

@@ -27,6 +27,7 @@
  *   shared, levels, rereg  MRs under the data path (rereg: ibv_rereg_mr): see mr_checks.c
  *   scale          the object limits (max_pd, max_mr, max_cq, max_qp) reached and
  *                  enforced (ENOMEM), with create and destroy rates: see scale.c
+ *   scale-hold     every doorbell page's context with objects, held until killed
  *   stale, drain    what the NIC touches after a deregistration, and when SQD is drained:
  *              see ownership.c (drain between two NICs: it takes --dev2's link down)
  *   quirks     what UCX and NCCL do that plain tests do not: see quirks.c
@@ -669,7 +670,7 @@ int verbs_data_main(int argc, char **argv)
 	if (i >= argc) {
 		fprintf(stderr, "usage: %s [--dev A] [--dev2 B] [--mem 4k|huge:PATH|dmabuf] "
 				"[--listen PORT|--peer HOST:PORT] [--retry N] transfers|errors|rnr|events|many|many-2m|shared|levels|rereg|stale|drain|quirks|"
-				"srq|srq-events|srq-errnos|srq-hold|atomics|uc|ud|ex|scale[=N]|stress[=N]...\n", argv[0]);
+				"srq|srq-events|srq-errnos|srq-hold|atomics|uc|ud|ex|scale[=N]|scale-hold|stress[=N]...\n", argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -697,6 +698,8 @@ int verbs_data_main(int argc, char **argv)
 			check_scale(0);
 		else if (!strncmp(argv[i], "scale=", 6))
 			check_scale(atoi(argv[i] + 6));
+		else if (!strcmp(argv[i], "scale-hold"))
+			check_scale_hold();
 		else if (!strcmp(argv[i], "stale"))
 			check_stale();
 		else if (!strcmp(argv[i], "drain"))

@@ -86,5 +86,6 @@ void check_many(unsigned chunk);
 void check_ex(void);
 void check_rereg(void);
 void check_scale(int count);
+void check_scale_hold(void);
 
 #endif

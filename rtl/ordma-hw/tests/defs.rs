@@ -235,7 +235,7 @@ fn create_cq_params_layout() {
 fn create_qp_params_layout() {
     let q = CreateQpParams {
         qp_type: QP_TYPE_RC,
-        db_page: 3,
+        db_page: 0x0703,
         max_send_sge: 4,
         max_recv_sge: 2,
         pdn: 9,
@@ -271,13 +271,13 @@ fn create_qp_params_layout() {
         (Some(9), Some(10), Some(11))
     );
     assert_eq!(get_le16(&p, 16), Some(64));
-    assert_eq!(&p[18..23], &[8, 7, 6, 6, 0]);
+    assert_eq!(&p[18..24], &[8, 7, 6, 6, 0, 7], "db_page's high byte @23");
     assert_eq!(get_le64(&p, 24), Some(0x10_0000));
     assert_eq!(get_le64(&p, 32), Some(0x20_0000));
     assert_eq!((get_le32(&p, 40), get_le32(&p, 44)), (Some(8), Some(1)));
     assert_eq!(&p[48..52], &[12, 1, 21, 2]);
     assert_eq!(CreateQpParams::decode(&p), Some(q));
-    reserved_refused(&p, &[23, 52, 55], CreateQpParams::decode);
+    reserved_refused(&p, &[52, 55], CreateQpParams::decode);
 }
 
 #[test]
@@ -856,7 +856,7 @@ fn cqe_phase_is_one_on_the_first_pass_and_flips_each_wrap() {
 #[test]
 fn srq_params_layout() {
     let c = CreateSrqParams {
-        db_page: 5,
+        db_page: 0x0605,
         max_sge: 3,
         wq: WorkQueue {
             log_depth: 13,
@@ -875,9 +875,9 @@ fn srq_params_layout() {
     assert_eq!(get_le32(&p, 4), Some(0x0102_0304));
     assert_eq!(get_le64(&p, 8), Some(0x1234_5000));
     assert_eq!(get_le32(&p, 16), Some(256));
-    assert_eq!(&p[20..22], &[12, 1]);
+    assert_eq!(&p[20..23], &[12, 1, 6], "db_page's high byte @22");
     assert_eq!(CreateSrqParams::decode(&p), Some(c));
-    reserved_refused(&p, &[22, 23, 40, 55], CreateSrqParams::decode);
+    reserved_refused(&p, &[23, 40, 55], CreateSrqParams::decode);
 
     let m = ModifySrqParams {
         srqn: 9,

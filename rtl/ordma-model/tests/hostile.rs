@@ -317,7 +317,7 @@ fn valid_list(rng: &mut Rng, mem: &GuestMemoryMmap, npages: u64) -> hw::PageList
 /// A doorbell page: 0 or 1 mostly (so QPs and CQs often share one), sometimes any.
 fn db_page(rng: &mut Rng) -> u32 {
     if rng.below(8) == 0 {
-        small(rng, 66)
+        small(rng, u64::from(hw::DB_PAGES) + 2)
     } else {
         rng.below(2) as u32
     }
@@ -526,7 +526,7 @@ fn random_object_commands_never_break_the_engine() {
                     let p = hw::CreateQpParams {
                         qp_type: [hw::QP_TYPE_RC, hw::QP_TYPE_RC, hw::QP_TYPE_UD, 0]
                             [rng.below(4) as usize],
-                        db_page: db_page(&mut rng) as u8,
+                        db_page: db_page(&mut rng) as u16,
                         max_send_sge: small(&mut rng, 4) as u8,
                         max_recv_sge: small(&mut rng, 4) as u8,
                         pdn: small(&mut rng, 5),
@@ -658,7 +658,7 @@ fn random_object_commands_never_break_the_engine() {
                         ring: page_list(&mut rng, &mem),
                     };
                     let mut p = hw::CreateSrqParams {
-                        db_page: db_page(&mut rng) as u8,
+                        db_page: db_page(&mut rng) as u16,
                         max_sge: small(&mut rng, 20) as u8,
                         wq,
                         pdn: small(&mut rng, 5),

@@ -179,7 +179,7 @@ impl Rig {
         self.ok(hw::CMD_CREATE_CQ, p.encode()) as u32
     }
 
-    fn qp_params(&self, page: u8, pdn: u32, scq: u32, rcq: u32) -> hw::CreateQpParams {
+    fn qp_params(&self, page: u16, pdn: u32, scq: u32, rcq: u32) -> hw::CreateQpParams {
         // SQ: 64 WQEs of 128 B = 2 pages; RQ: 16 of 64 B = 1 page.
         let sq = self.list(PT + 0x30_0000, 12, &[DATA + 0x20_0000, DATA + 0x30_0000]);
         let rq = self.list(PT + 0x31_0000, 12, &[DATA + 0x40_0000]);
@@ -207,7 +207,7 @@ impl Rig {
     }
 
     /// A PD, a CQ and an RC QP on doorbell page `page`: (pdn, cqn, qpn).
-    fn qp_on(&mut self, page: u8) -> (u32, u32, u32) {
+    fn qp_on(&mut self, page: u16) -> (u32, u32, u32) {
         let pdn = self.alloc_pd();
         let cqn = self.create_cq(u32::from(page));
         let p = self.qp_params(page, pdn, cqn, cqn);
@@ -925,7 +925,7 @@ fn qp_create_destroy_and_errors() {
         (
             "doorbell page beyond BAR2",
             hw::CreateQpParams {
-                db_page: 64,
+                db_page: 2048, // hw::DB_PAGES
                 ..good
             },
             bad,
@@ -1390,6 +1390,22 @@ fn destroy_works_in_every_state() {
 }
 
 // ----- Doorbells and reset ------------------------------------------------------------------
+
+/// Pages past a byte's reach own QPs (interface 1.6 carries the page's high byte; 1.5's
+/// one byte could not name page 256), and their doorbells reach them.
+#[test]
+fn every_page_of_bar2_owns_qps() {
+    let mut rig = Rig::new();
+    for page in [255u16, 256, 2047] {
+        let (_, _, qpn) = rig.qp_on(page);
+        drive(&mut rig, qpn, hw::QPS_INIT);
+        let before = rig.nic.doorbells_accepted();
+        rig.db(u32::from(page), hw::DB_RQ, hw::db_value(qpn, 1));
+        assert_eq!(rig.nic.doorbells_accepted(), before + 1, "page {page}");
+        rig.db(u32::from(page) - 1, hw::DB_RQ, hw::db_value(qpn, 2));
+        assert_eq!(rig.nic.doorbells_accepted(), before + 1, "page {page} - 1");
+    }
+}
 
 #[test]
 fn doorbells_reach_only_the_owners_queues() {

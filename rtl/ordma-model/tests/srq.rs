@@ -117,7 +117,7 @@ fn srq_commands_and_their_refusals() {
     );
     type Change = Box<dyn Fn(&mut hw::CreateSrqParams)>;
     let bad: [(&str, Change); 9] = [
-        ("db_page", Box::new(|p| p.db_page = 64)),
+        ("db_page", Box::new(|p| p.db_page = 2048)), // hw::DB_PAGES
         ("no PD", Box::new(|p| p.pdn = 99)),
         ("max_sge over max_srq_sge", Box::new(|p| p.max_sge = 17)),
         ("depth 1", Box::new(|p| p.wq.log_depth = 0)),

@@ -204,7 +204,7 @@ impl<'bound> Qp<'bound> {
         let small = |v: u32| u8::try_from(v).map_err(|_| EINVAL);
         let mut params = hw::CreateQpParams {
             qp_type,
-            db_page: small(uctx.db_page())?,
+            db_page: u16::try_from(uctx.db_page()).map_err(|_| EINVAL)?,
             max_send_sge: small(caps.max_send_sge)?,
             max_recv_sge: small(caps.max_recv_sge)?,
             pdn: pd.pdn(),

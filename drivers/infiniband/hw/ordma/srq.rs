@@ -85,7 +85,7 @@ impl<'bound> Srq<'bound> {
         let mut memory = NicMemory::default();
         let ring = memory.add_ring(nic.pdev.as_ref(), pages, cmd.buf_addr, bytes)?;
         let params = hw::CreateSrqParams {
-            db_page: small(uctx.db_page())?,
+            db_page: u16::try_from(uctx.db_page()).map_err(|_| EINVAL)?,
             max_sge: small(caps.max_sge)?,
             wq: hw::WorkQueue {
                 log_depth: cmd.log_depth,

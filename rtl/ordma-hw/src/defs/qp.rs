@@ -47,10 +47,11 @@ pub struct WorkQueue {
 
 /// `CMD_CREATE_QP` parameters.
 ///
-/// Layout in `params`: `qp_type` u8 @0, `db_page` u8 @1, `max_send_sge` u8 @2,
+/// Layout in `params`: `qp_type` u8 @0, `db_page` bits 7:0 u8 @1, `max_send_sge` u8 @2,
 /// `max_recv_sge` u8 @3, `pdn` u32 @4, `send_cqn` u32 @8, `recv_cqn` u32 @12, `max_inline`
 /// u16 @16, `sq_log_depth` u8 @18, `sq_log_wqe_size` u8 @19, `rq_log_depth` u8 @20,
-/// `rq_log_wqe_size` u8 @21, `flags` u8 @22 (`QP_FLAG_*`), reserved u8 @23, `sq_root` u64
+/// `rq_log_wqe_size` u8 @21, `flags` u8 @22 (`QP_FLAG_*`), `db_page` bits 15:8 u8 @23
+/// (reserved before interface 1.6, whose 2048 pages need them), `sq_root` u64
 /// @24, `rq_root` u64 @32, `sq_npages` u32 @40, `rq_npages` u32 @44, `sq_page_shift` u8 @48,
 /// `sq_pt_levels` u8 @49, `rq_page_shift` u8 @50, `rq_pt_levels` u8 @51, reserved u32 @52.
 /// A QP without an RQ (send only) has every `rq_*` field zero.
@@ -58,8 +59,9 @@ pub struct WorkQueue {
 pub struct CreateQpParams {
     /// `QP_TYPE_*`.
     pub qp_type: u8,
-    /// The doorbell page (user context) that owns the QP; its CQs must have the same.
-    pub db_page: u8,
+    /// The doorbell page (user context) that owns the QP; its CQs must have the same; two
+    /// bytes apart in the layout.
+    pub db_page: u16,
     /// Most SGEs per send WR, at most `max_sge`.
     pub max_send_sge: u8,
     /// Most SGEs per receive WR, at most `max_sge`.
@@ -85,7 +87,8 @@ impl CreateQpParams {
     pub fn encode(&self) -> Params {
         let mut p = [0u8; AQ_SQE_SIZE - 8];
         p[0] = self.qp_type;
-        p[1] = self.db_page;
+        let [page_lo, page_hi] = self.db_page.to_le_bytes();
+        p[1] = page_lo;
         p[2] = self.max_send_sge;
         p[3] = self.max_recv_sge;
         put_le32(&mut p, 4, self.pdn);
@@ -97,6 +100,7 @@ impl CreateQpParams {
         p[20] = self.rq.log_depth;
         p[21] = self.rq.log_wqe_size;
         p[22] = self.flags;
+        p[23] = page_hi;
         put_le64(&mut p, 24, self.sq.ring.root);
         put_le64(&mut p, 32, self.rq.ring.root);
         put_le32(&mut p, 40, self.sq.ring.npages);
@@ -110,12 +114,12 @@ impl CreateQpParams {
 
     /// Decodes; `None` if a reserved byte is not zero.
     pub fn decode(p: &Params) -> Option<Self> {
-        if p[23] != 0 || !zero(p, 52..p.len()) {
+        if !zero(p, 52..p.len()) {
             return None;
         }
         Some(Self {
             qp_type: p[0],
-            db_page: p[1],
+            db_page: u16::from_le_bytes([p[1], p[23]]),
             max_send_sge: p[2],
             max_recv_sge: p[3],
             pdn: get_le32(p, 4)?,

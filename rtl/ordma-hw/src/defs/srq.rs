@@ -38,16 +38,18 @@ pub const SRQ_LOG_DEPTH_MIN: u8 = 1;
 
 /// `CMD_CREATE_SRQ` parameters.
 ///
-/// Layout in `params`: `db_page` u8 @0, `max_sge` u8 @1, `log_depth` u8 @2,
+/// Layout in `params`: `db_page` bits 7:0 u8 @0, `max_sge` u8 @1, `log_depth` u8 @2,
 /// `log_wqe_size` u8 @3, `pdn` u32 @4, `pt_root` u64 @8, `npages` u32 @16, `page_shift`
-/// u8 @20, `pt_levels` u8 @21, reserved @22..56 (zero). The ring is `2^log_depth` WQEs of
+/// u8 @20, `pt_levels` u8 @21, `db_page` bits 15:8 u8 @22 (reserved before interface 1.6,
+/// whose 2048 pages need them), reserved @23..56 (zero). The ring is `2^log_depth` WQEs of
 /// `2^log_wqe_size` bytes from the first byte of its page list, which has exactly the
 /// pages it needs; it holds `2^log_depth - 1` posted WQEs at most (one slot is always
 /// free, the end of the links).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CreateSrqParams {
-    /// The doorbell page (user context) that owns the SRQ; its QPs must have the same.
-    pub db_page: u8,
+    /// The doorbell page (user context) that owns the SRQ; its QPs must have the same; two
+    /// bytes apart in the layout.
+    pub db_page: u16,
     /// Most SGEs per WQE, at most `max_srq_sge`.
     pub max_sge: u8,
     /// The ring: `log_depth` [`SRQ_LOG_DEPTH_MIN`]..=[`MAX_QUEUE_LOG_DEPTH`], `log_wqe_size`
@@ -61,7 +63,8 @@ impl CreateSrqParams {
     /// Encodes into an admin command's parameters.
     pub fn encode(&self) -> Params {
         let mut p = [0u8; AQ_SQE_SIZE - 8];
-        p[0] = self.db_page;
+        let [page_lo, page_hi] = self.db_page.to_le_bytes();
+        p[0] = page_lo;
         p[1] = self.max_sge;
         p[2] = self.wq.log_depth;
         p[3] = self.wq.log_wqe_size;
@@ -70,14 +73,15 @@ impl CreateSrqParams {
         put_le32(&mut p, 16, self.wq.ring.npages);
         p[20] = self.wq.ring.page_shift;
         p[21] = self.wq.ring.levels;
+        p[22] = page_hi;
         p
     }
 
     /// Decodes; `None` if a reserved byte is not zero.
     pub fn decode(p: &Params) -> Option<Self> {
-        zero(p, 22..p.len()).then_some(())?;
+        zero(p, 23..p.len()).then_some(())?;
         Some(Self {
-            db_page: p[0],
+            db_page: u16::from_le_bytes([p[0], p[22]]),
             max_sge: p[1],
             wq: WorkQueue {
                 log_depth: p[2],

@@ -39,6 +39,8 @@ pub const RQ_LOG: u8 = 6;
 pub const RQ_WQE_LOG: u8 = 6;
 pub const CQ_LOG: u8 = 6;
 pub const PAGE: u32 = 1;
+/// [`PAGE`] as QPs and SRQs carry it.
+pub const PAGE16: u16 = 1;
 
 pub type P = [u8; hw::AQ_SQE_SIZE - 8];
 
@@ -207,7 +209,7 @@ impl Rig {
         let rq_list = self.list(12, &rq_pages);
         let p = hw::CreateQpParams {
             qp_type,
-            db_page: PAGE as u8,
+            db_page: PAGE16,
             max_send_sge: 4,
             max_recv_sge: 3,
             pdn: self.pdn,
@@ -656,7 +658,7 @@ impl Rig {
         let pages: Vec<u64> = (0..bytes.div_ceil(4096)).map(|i| ring + i * 4096).collect();
         let list = self.list(12, &pages);
         hw::CreateSrqParams {
-            db_page: PAGE as u8,
+            db_page: PAGE16,
             max_sge,
             wq: hw::WorkQueue {
                 log_depth,
@@ -682,7 +684,7 @@ impl Rig {
         let sq_list = self.list(12, &sq_pages);
         let mut p = hw::CreateQpParams {
             qp_type: hw::QP_TYPE_RC,
-            db_page: PAGE as u8,
+            db_page: PAGE16,
             max_send_sge: 4,
             max_recv_sge: 0,
             pdn: self.pdn,
