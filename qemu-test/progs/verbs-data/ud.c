@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "verbs_data.h"
 
@@ -230,4 +231,55 @@ void check_ud(void)
 		die("ibv_destroy_ah");
 	side_close(&a);
 	side_close(&b);
+}
+
+/* ud-hold: two UD QPs (dev_a's and dev_b's) with a datagram checked between them, 64 AHs,
+ * an SRQ on dev_b with a third UD QP on it, receives posted on both, sends and their
+ * completions left unpolled; held until the process is killed (what uverbs must clean up:
+ * AHs, UD QPs, an SRQ, in-flight work). */
+void check_ud_hold(void)
+{
+	struct side a, b;
+
+	qp_kind = IBV_QPT_UD;
+	side_open(&a, dev_a, 0, RW);
+	side_open(&b, dev_b, 1, RW);
+	qp_kind = IBV_QPT_RC;
+	ud_up(&a);
+	ud_up(&b);
+	struct ibv_ah *ah[64];
+	for (int i = 0; i < 64; i++) {
+		struct ibv_ah_attr aa = { .dlid = b.lid, .port_num = 1 };
+		ah[i] = ibv_create_ah(a.pd, &aa);
+		if (!ah[i])
+			die("ibv_create_ah");
+	}
+	datagram(&a, &b, ah[63], IBV_WR_SEND, 1000, 0, "SEND");
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 64, .max_sge = 1 } };
+	struct ibv_srq *srq = ibv_create_srq(b.pd, &sa);
+	if (!srq)
+		die("ibv_create_srq");
+	struct ibv_qp_init_attr ia = { .send_cq = b.cq, .recv_cq = b.cq, .srq = srq,
+				       .qp_type = IBV_QPT_UD,
+				       .cap = { .max_send_wr = 8, .max_send_sge = 1 } };
+	struct side c = b;
+	c.qp = ibv_create_qp(b.pd, &ia);
+	if (!c.qp)
+		die("ibv_create_qp on the SRQ");
+	ud_up(&c);
+	for (uint32_t i = 0; i < 16; i++) {
+		struct ibv_sge s = { .addr = (uintptr_t)b.buf.addr + 65536 + i * 8192,
+				     .length = GRH + 4096, .lkey = b.mr->lkey };
+		struct ibv_recv_wr wr = { .wr_id = i, .sg_list = &s, .num_sge = 1 }, *bad = NULL;
+		if (ibv_post_srq_recv(srq, &wr, &bad))
+			die("ibv_post_srq_recv");
+		recv_at(&b, 100 + i, (i % 4) * 8192);
+	}
+	for (int i = 0; i < 8; i++)
+		if (send_to(&a, i % 2 ? &b : &c, ah[i], 200 + (uint64_t)i, IBV_WR_SEND, 512, QKEY, 0))
+			die("UD post_send");
+	printf("holding 3 UD QPs (one on an SRQ), 64 AHs, receives posted, completions unpolled\n");
+	fflush(stdout);
+	for (;;)
+		pause();
 }

@@ -38,6 +38,7 @@
  *              verified; READ and atomics refused; RC's attributes refused: see uc.c
  *   ud         UD QPs and address handles: datagrams behind the GRH area, completion
  *              fields, Q_Key checks, refusals: see ud.c
+ *   ud-hold    UD QPs, 64 AHs and an SRQ held, work in flight, until killed: see ud.c
  *   ex         extended CQs and QPs: ibv_create_cq_ex with ibv_start_poll and the
  *              accessors, ibv_create_qp_ex with the ibv_wr_* API, bytes verified, batches,
  *              refusals, no system call on the fast path: see ex.c
@@ -670,7 +671,7 @@ int verbs_data_main(int argc, char **argv)
 	if (i >= argc) {
 		fprintf(stderr, "usage: %s [--dev A] [--dev2 B] [--mem 4k|huge:PATH|dmabuf] "
 				"[--listen PORT|--peer HOST:PORT] [--retry N] transfers|errors|rnr|events|many|many-2m|shared|levels|rereg|stale|drain|quirks|"
-				"srq|srq-events|srq-errnos|srq-hold|atomics|uc|ud|ex|scale[=N]|scale-hold|stress[=N]...\n", argv[0]);
+				"srq|srq-events|srq-errnos|srq-hold|atomics|uc|ud|ud-hold|ex|scale[=N]|scale-hold|stress[=N]...\n", argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -720,6 +721,8 @@ int verbs_data_main(int argc, char **argv)
 			check_uc();
 		else if (!strcmp(argv[i], "ud"))
 			check_ud();
+		else if (!strcmp(argv[i], "ud-hold"))
+			check_ud_hold();
 		else if (!strcmp(argv[i], "ex"))
 			check_ex();
 		else if (!strcmp(argv[i], "stress"))

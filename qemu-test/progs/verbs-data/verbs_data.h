@@ -81,6 +81,7 @@ void check_srq_hold(void);
 void check_atomics(void);
 void check_uc(void);
 void check_ud(void);
+void check_ud_hold(void);
 void check_stress(long rounds);
 void check_many(unsigned chunk);
 void check_ex(void);
