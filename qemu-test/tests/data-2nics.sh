@@ -8,7 +8,7 @@
 # - ibv_rc_pingpong, unmodified, server on ordma0, client on ordma1, --chk, polling and -e;
 # - perftest, unmodified, server on ordma0, client on ordma1: ib_send_bw, ib_send_lat,
 #   ib_write_bw, ib_write_lat, ib_read_bw, ib_read_lat (few iterations: a test, not a
-#   benchmark);
+#   benchmark); ib_write_bw with 64 QPs at once (-q 64, 64 KiB, 200 WRITEs each);
 # - afterwards neither NIC holds a PD, MR, CQ or QP, and no frame was refused.
 # nics: 2
 # timeout: 600
@@ -31,6 +31,10 @@ echo "ok: ibv_rc_pingpong between ordma0 and ordma1, polling and with -e, --chk"
 
 perftest_six ordma0 ordma1 18600
 echo "ok: perftest's bandwidth and latency tests between ordma0 and ordma1"
+# 64 QPs at once (issue 19): 12800 WRITEs of 64 KiB spread over them.
+pair_run "ib_write_bw -q 64" 18620 ib_write_bw -d ordma0 -F -q 64 -n 200 -s 65536 -- ib_write_bw -d ordma1 -F -q 64 -n 200 -s 65536
+grep -Eq '^ *65536 +12800 ' /tmp/cli.out || fail "ib_write_bw -q 64: no result line for 64 QPs x 200 WRITEs"
+echo "ok: ib_write_bw -q 64 between ordma0 and ordma1: $(grep -E '^ *65536 +12800 ' /tmp/cli.out | xargs)"
 
 for n in 0 1; do
 	[ "$(objects $n)" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "NIC $n still holds $(objects $n)"
