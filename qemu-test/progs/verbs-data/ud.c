@@ -42,6 +42,17 @@ static void ud_up(struct side *s)
 		die("UD modify to RTS");
 }
 
+/* a on dev_a and b on dev_b, each with a UD QP in RTS. */
+static void ud_pair(struct side *a, struct side *b)
+{
+	qp_kind = IBV_QPT_UD;
+	side_open(a, dev_a, 0, RW);
+	side_open(b, dev_b, 1, RW);
+	qp_kind = IBV_QPT_RC;
+	ud_up(a);
+	ud_up(b);
+}
+
 /* Posts a receive of GRH + 4096 bytes at offset `off` of b's buffer, cleared first. */
 static void recv_at(struct side *b, uint64_t wr_id, size_t off)
 {
@@ -169,12 +180,7 @@ void check_ud(void)
 	struct side a, b;
 	struct ibv_port_attr port;
 
-	qp_kind = IBV_QPT_UD;
-	side_open(&a, dev_a, 0, RW);
-	side_open(&b, dev_b, 1, RW);
-	qp_kind = IBV_QPT_RC;
-	ud_up(&a);
-	ud_up(&b);
+	ud_pair(&a, &b);
 	if (ibv_query_port(a.ctx, 1, &port))
 		die("ibv_query_port");
 	if (port.active_mtu != IBV_MTU_4096)
@@ -241,12 +247,7 @@ void check_ud_hold(void)
 {
 	struct side a, b;
 
-	qp_kind = IBV_QPT_UD;
-	side_open(&a, dev_a, 0, RW);
-	side_open(&b, dev_b, 1, RW);
-	qp_kind = IBV_QPT_RC;
-	ud_up(&a);
-	ud_up(&b);
+	ud_pair(&a, &b);
 	struct ibv_ah *ah[64];
 	for (int i = 0; i < 64; i++) {
 		struct ibv_ah_attr aa = { .dlid = b.lid, .port_num = 1 };
