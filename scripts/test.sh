@@ -69,7 +69,19 @@ step() {
 	fi
 	printf '%-4s %-34s %5d s%s\n' "$res" "$name" "$t" "$([ $rc = 0 ] || echo "  (exit $rc; $TR/$name.log)")" |
 		tee -a "$SUMMARY" >&2
+	[ $rc = 0 ] || why_failed "$TR/$name.log" | tee -a "$SUMMARY" >&2
 	return $rc
+}
+# why_failed LOG: a failed step's reasons, indented under its summary line, so the summary's
+# last lines (all CI shows) say why: the test's FAIL lines, the harness's verdict, and the
+# kernel's first reports (the lines after "KERNEL WARNING"/"KMEMLEAK").
+why_failed() {
+	{
+		grep -E -m 3 '(^|: )FAIL: ' "$1"
+		grep -E -m 2 'TIMEOUT: |BOOT HANG: |STOPPED: |VM FAILURE: |did not finish' "$1"
+		grep -E -m 1 -A 5 'KERNEL WARNING' "$1"
+		grep -E -m 1 -A 3 'KMEMLEAK' "$1"
+	} 2>/dev/null | head -n 14 | cut -c1-220 | sed 's/^/       why: /'
 }
 inroot() { "$ORDMA_SRC/scripts/in-root" -- bash -euc "cd /ordma/src; $1"; }
 # A build's log must be free of warnings and errors: rustc's and clippy's, the C compiler's
