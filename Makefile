@@ -60,9 +60,10 @@ run:
 	$(ORDMA)/scripts/root-versions.sh --check
 	$(ORDMA)/qemu-test/run --nics 1 -- bash /ordma/src/qemu-test/demo.sh
 
+# B=<groups> on make's command line runs only those (rc transports pingpong vms; bench.sh).
 bench:
 	$(ORDMA)/scripts/build-root.sh >/dev/null
-	$(ORDMA)/scripts/bench.sh
+	$(ORDMA)/scripts/bench.sh $(if $(filter command line,$(origin B)),$(B))
 
 # T=<step names or shell patterns> on make's command line runs only those steps (and the
 # builds they need); a T in the environment is ignored, so CI's `make test` is everything.

@@ -6,23 +6,30 @@
 # Then two guests with an Ethernet ordma NIC each (qemu-test/bench/roce.sh): perftest by GID
 # between the machines, ordma to ordma on a clean wire and at 0.1% and 1% loss, ordma to
 # soft-RoCE and soft-RoCE to soft-RoCE: table-vms.md, plot-vms.png.
+# Arguments (none: all) name the groups to run: rc, transports and pingpong in the one VM
+# (qemu-test/bench/perftest.sh), vms for the two guests (`make bench B="transports"`).
 # A benchmark, not a test: it fails only if the VM or a tool fails.
 source "$(dirname "$0")/lib.sh"
 need_root_user
+BENCH_GROUPS=("$@")
+vm_groups=()
+for g in "${BENCH_GROUPS[@]}"; do
+	case $g in
+	rc | transports | pingpong) vm_groups+=("$g") ;;
+	vms) ;;
+	*) die "unknown benchmark group '$g' (rc, transports, pingpong, vms)" ;;
+	esac
+done
+want_vms() { [ ${#BENCH_GROUPS[@]} = 0 ] || [[ " ${BENCH_GROUPS[*]} " == *" vms "* ]]; }
 R=$ORDMA_SRC/bench-results/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$R"
 prune_results "$ORDMA_SRC/bench-results"
 ln -sfn "$R" "$ORDMA_SRC/bench-results/latest"
 log "bench results: $R"
-"$ORDMA_SRC/qemu-test/run" --nics 2 --timeout 3000 --results "$R/vm" -- bash /ordma/src/qemu-test/bench/perftest.sh ||
-	die "the benchmark VM failed (see $R/vm)"
-TSV=$R/vm/bench/results.tsv
-[ -s "$TSV" ] || die "no results ($TSV)"
-cp "$TSV" "$R/results.tsv"
 # table TSV BASE COLUMN...: a markdown table of results.tsv, one row per (test, size, unit),
 # one column per COLUMN (KIND=LABEL: the rows of device KIND), then, for each COLUMN marked
-# with a leading +, its ratio to BASE's (bandwidth KIND / BASE, latency BASE / KIND: above 1
-# is KIND ahead).
+# with a leading +, its ratio to BASE's (rates KIND / BASE, latencies (units in us) BASE /
+# KIND: above 1 is KIND ahead).
 table() {
 	local tsv=$1 base=$2 IFS=';'
 	shift 2
@@ -43,7 +50,7 @@ table() {
 	  for (j = 1; j <= nc; j++) if (r[j]) { h = h " " label[j] " vs " blabel " |"; s = s "---|" }
 	  print h; print s
 	  for (i = 0; i < n; i++) {
-	    k = order[i]; split(k, t, "\t"); lat = t[3] != "MiB/s"; line = "| " t[1] " | " t[2] " |"
+	    k = order[i]; split(k, t, "\t"); lat = t[3] ~ /^us/; line = "| " t[1] " | " t[2] " |"
 	    for (j = 1; j <= nc; j++) line = line " " v[k, kind[j]] " |"
 	    line = line " " t[3] " |"
 	    for (j = 1; j <= nc; j++) if (r[j]) line = line " " ratio(v[k, base], v[k, kind[j]], lat) "× |"
@@ -51,13 +58,20 @@ table() {
 	  }
 	}' "$tsv"
 }
-table "$TSV" rxe "rxe=soft-RoCE" "+lo=ordma, one NIC" "+2nics=ordma, two NICs" >"$R/table.md"
-cat "$R/table.md"
-log "table: $R/table.md (ratios: bandwidth ordma/soft-RoCE, latency soft-RoCE/ordma; above 1 is ordma ahead)"
+if [ ${#BENCH_GROUPS[@]} = 0 ] || [ ${#vm_groups[@]} != 0 ]; then
+	"$ORDMA_SRC/qemu-test/run" --nics 2 --timeout 3000 --results "$R/vm" -- bash /ordma/src/qemu-test/bench/perftest.sh "${vm_groups[@]}" ||
+		die "the benchmark VM failed (see $R/vm)"
+	TSV=$R/vm/bench/results.tsv
+	[ -s "$TSV" ] || die "no results ($TSV)"
+	cp "$TSV" "$R/results.tsv"
+	table "$TSV" rxe "rxe=soft-RoCE" "+lo=ordma, one NIC" "+2nics=ordma, two NICs" >"$R/table.md"
+	cat "$R/table.md"
+	log "table: $R/table.md (ratios: bandwidth ordma/soft-RoCE, latency soft-RoCE/ordma; above 1 is ordma ahead)"
+fi
 
 # Between two machines.
 VMS_OK=
-if "$ORDMA_SRC/qemu-test/run" --vms 2 --link-layer ethernet --timeout 3000 --results "$R/vms" -- \
+if want_vms && "$ORDMA_SRC/qemu-test/run" --vms 2 --link-layer ethernet --timeout 3000 --results "$R/vms" -- \
 	bash /ordma/src/qemu-test/bench/roce.sh && [ -s "$R/vms/vm1/bench/results.tsv" ]; then
 	VMS_OK=1
 	tail -n +2 "$R/vms/vm1/bench/results.tsv" >>"$R/results.tsv"
@@ -65,7 +79,7 @@ if "$ORDMA_SRC/qemu-test/run" --vms 2 --link-layer ethernet --timeout 3000 --res
 		"+vms=ordma to ordma" "vms-0.1=0.1% loss" "vms-1=1% loss" >"$R/table-vms.md"
 	cat "$R/table-vms.md"
 	log "table: $R/table-vms.md (two guests, by GID; ratio: ordma to ordma against soft-RoCE to soft-RoCE)"
-else
+elif want_vms; then
 	log "the two-guest benchmark failed (see $R/vms); the one-VM table stands"
 fi
 
