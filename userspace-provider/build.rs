@@ -73,6 +73,10 @@ fn main() -> Result<(), String> {
         ])
         .args([
             "--allowlist-type",
+            "ib_uverbs_(resize_cq|resize_cq_resp)",
+        ])
+        .args([
+            "--allowlist-type",
             "ib_uverbs_ex_query_device_resp|ordma_ibv_.*",
         ])
         .args(["--allowlist-var", "ORDMA_.*"])

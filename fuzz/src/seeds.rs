@@ -513,6 +513,13 @@ fn admin_seeds() -> Vec<(String, Vec<u8>)> {
         db_record: BUF + 0x900,
     };
     cmd(&mut s, hw::CMD_CREATE_CQ, cq.encode());
+    // A resize (1.7) onto a ring of the same shape.
+    let resize = hw::ResizeCqParams {
+        cqn: 0,
+        log_depth: cq.log_depth,
+        ring: cq.ring,
+    };
+    cmd(&mut s, hw::CMD_RESIZE_CQ, resize.encode());
     let qp = hw::CreateQpParams {
         qp_type: hw::QP_TYPE_RC,
         db_page: 1,
@@ -603,6 +610,7 @@ fn admin_seeds() -> Vec<(String, Vec<u8>)> {
             srqn: 0,
             attr_mask: hw::SRQ_ATTR_LIMIT,
             srq_limit: limit,
+            ..Default::default()
         };
         cmd(&mut s, hw::CMD_MODIFY_SRQ, m.encode());
     }

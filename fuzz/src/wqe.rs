@@ -211,6 +211,7 @@ fn exec_target(data: &[u8]) -> Target {
                         srqn: t.srqn,
                         attr_mask: hw::SRQ_ATTR_LIMIT,
                         srq_limit: limit,
+                        ..Default::default()
                     };
                     rig.run(hw::CMD_MODIFY_SRQ, p.encode());
                     continue;

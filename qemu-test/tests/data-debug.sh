@@ -4,7 +4,9 @@
 # completion events do (the NIC's event queue, the driver's per-CQ event table under its
 # IRQ-safe lock, ib_core's completion handler, ibv_get_cq_event), and so do the MRs and rings
 # it moves bytes through. qemu-test/progs/verbs-data moves SEND, WRITE and READ of every size
-# it knows (every byte) and takes a completion event on an armed CQ; ibv_rc_pingpong runs
+# it knows (every byte) and takes a completion event on an armed CQ, and resizes CQs
+# (ibv_resize_cq: new rings pinned, the old released) with completions not yet polled and
+# under traffic (cq_resize.c: every completion in order, every byte); ibv_rc_pingpong runs
 # with -e (a CQ event per iteration) while a second pair does so at the same time; the NIC
 # holds nothing afterwards.
 # nics: 1
@@ -19,7 +21,7 @@ VD=/ordma/payload/ordma-verbs-data
 [ -x $VD ] || fail "no ordma-verbs-data in the payload"
 objects() { nic_ctl 0 status | grep -o 'pds=[0-9]* mrs=[0-9]* cqs=[0-9]* qps=[0-9]*'; }
 
-$VD transfers events || fail "ordma-verbs-data transfers events"
+$VD transfers events cq-resize || fail "ordma-verbs-data transfers events cq-resize"
 
 # Two ibv_rc_pingpong pairs with -e at once: CQ events from four CQs interleaved.
 spids=() cpids=()

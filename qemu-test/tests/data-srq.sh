@@ -7,14 +7,18 @@
 #   from 4 QPs to 4 QPs on one SRQ, each receive reposted as it completes (slots come back
 #   out of order): every message once, on its QP, every byte; the limit event
 #   (IBV_EVENT_SRQ_LIMIT_REACHED, then the limit 0) and IBV_EVENT_QP_LAST_WQE_REACHED for a
-#   QP moved to ERR, the SRQ's WQEs left then reaching another QP; exact errnos (EINVAL,
-#   EOPNOTSUPP, ENOMEM, EBUSY; max_wr 4096 answered 8191; max_srq SRQs then ENOMEM);
+#   QP moved to ERR, the SRQ's WQEs left then reaching another QP; the same 400 SENDs on
+#   an SRQ of 7 WQEs resized to 40 after 100 of them (ibv_modify_srq IBV_SRQ_MAX_WR, with
+#   SENDs in flight and receives unpolled; IBV_DEVICE_SRQ_RESIZE said), every message once
+#   with its bytes; exact errnos (EINVAL, EOPNOTSUPP, ENOMEM, EBUSY; max_wr 4096 answered
+#   8191; resizes above max_srq_wr EINVAL, to less a no-op, to 10000 and to 20000 with a
+#   limit; max_srq SRQs then ENOMEM);
 # - ibv_srq_pingpong, unmodified, server and client on ordma0 (16 QPs on one SRQ each),
 #   polling and with -e (its -c writes and checks one zero byte per page of a zeroed
 #   buffer: no byte check; verbs-data's above is);
 # - perftest's ib_send_bw --use-srq, unmodified, with its result line;
 # - rdma-core's own tests/test_srq.py (pyverbs; run_tests.py --dev ordma0): traffic through
-#   an SRQ and the limit event pass, the resize test skips itself;
+#   an SRQ, the limit event and the resize (test_resize_srq) pass;
 # - a process killed with SIGKILL holding 2 SRQs with QPs and posted WQEs leaves nothing on
 #   the NIC, and the NIC holds no PD, MR, CQ, QP or SRQ afterwards.
 # On the debug kernel the pingpongs, perftest and rdma-core's tests (user space only) are
@@ -37,7 +41,7 @@ for want in "max_srq:[[:space:]]*16384" "max_srq_wr:[[:space:]]*32767" "max_srq_
 done
 echo "ok: ibv_devinfo -v reports max_srq 16384, max_srq_wr 32767, max_srq_sge 16"
 
-$VD srq-errnos srq-events srq || fail "ordma-verbs-data's SRQ checks on ordma0"
+$VD srq-errnos srq-events srq srq-resize || fail "ordma-verbs-data's SRQ checks on ordma0"
 
 # The rest is user space (the fast path, perftest, pyverbs) until the killed holder: on the
 # debug kernel, where only the kernel's paths are the point, it runs on the default kernel.
@@ -56,16 +60,16 @@ else
 	grep -Eq '^ *65536 +200 ' /tmp/cli.out || fail "ib_send_bw --use-srq: no result line for 65536 B x 200"
 	echo "ok: ib_send_bw --use-srq on ordma0"
 
-	# rdma-core's own SRQ tests (pyverbs, as Debian installs them, compressed): SRQ traffic
-	# and the limit event pass; the resize test skips itself (no IBV_DEVICE_SRQ_RESIZE).
+	# rdma-core's own SRQ tests (pyverbs, as Debian installs them, compressed): SRQ traffic,
+	# the limit event and the resize pass.
 	rm -rf /tmp/tests && cp -r /usr/share/doc/rdma-core/tests /tmp/tests && gunzip -f /tmp/tests/*.gz
 	(cd /tmp && timeout 300 python3 /tmp/tests/run_tests.py --dev ordma0 -v -k SrqTestCase) >/tmp/rc-tests.out 2>&1 ||
 		{ cat /tmp/rc-tests.out; fail "rdma-core's SrqTestCase"; }
 	cat /tmp/rc-tests.out
-	grep -q "^Ran 3 tests" /tmp/rc-tests.out && grep -q "^OK (skipped=1)" /tmp/rc-tests.out &&
-		grep -q "test_modify_srq_limit.*ok$\|^Test IBV_SRQ_LIMIT modification. ... ok" /tmp/rc-tests.out ||
-		fail "rdma-core's SrqTestCase: not 2 passed and the resize skipped"
-	echo "ok: rdma-core's test_srq.py (traffic, the limit event; resize skipped)"
+	grep -q "^Ran 3 tests" /tmp/rc-tests.out && grep -qx "OK" /tmp/rc-tests.out &&
+		grep -q "test_resize_srq.*ok$\|^Test modify_srq with IBV_SRQ_MAX_WR.* ... ok$" /tmp/rc-tests.out ||
+		fail "rdma-core's SrqTestCase: not all 3 passed (the resize among them)"
+	echo "ok: rdma-core's test_srq.py (traffic, the limit event, the resize)"
 fi
 
 # A process killed while it holds SRQs (with QPs on them and WQEs posted): uverbs destroys

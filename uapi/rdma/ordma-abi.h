@@ -101,6 +101,49 @@ struct ordma_ibv_create_srq_resp {
 };
 
 /*
+ * Driver data of IB_USER_VERBS_CMD_RESIZE_CQ (ibv_resize_cq; NIC interface 1.7). Under its CQ
+ * lock (no poll meanwhile) the provider allocates the new ring (2^log_depth CQEs of the
+ * CQ's CQE size, zeroed, at least the cqe asked) and sends this; the kernel pins it and moves
+ * the NIC to it, which answers how many CQEs it had written (pi). From then on CQE i goes
+ * to slot i mod 2^log_depth of the new ring, with the new ring's phase; the provider copies
+ * the CQEs it has not polled, from its consumer index up to pi, from the old ring into the
+ * new one likewise, then frees the old ring. The CQ keeps its doorbell record, its
+ * consumer index and its arming. More unpolled CQEs than the new ring holds: EINVAL, and
+ * the CQ is as it was.
+ */
+struct ordma_ibv_resize_cq_cmd {
+	__u32 comp_mask;	/* no bits defined yet: must be 0 */
+	__u8 log_depth;		/* the new ring has 2^log_depth CQEs (1..15) */
+	__u8 reserved_05;	/* must be 0 */
+	__u16 reserved_06;	/* must be 0 */
+	__aligned_u64 buf_addr;	/* the new ring: page aligned, 2^(log_depth + log_cqe_size) bytes */
+};
+
+struct ordma_ibv_resize_cq_resp {
+	__u32 comp_mask;	/* no bits defined yet: 0 */
+	__u32 pi;		/* CQEs the NIC had written at the move, mod 2^16 */
+};
+
+/*
+ * Driver data of IB_USER_VERBS_CMD_MODIFY_SRQ with IBV_SRQ_MAX_WR beyond what the SRQ holds:
+ * a resize (the device says IBV_DEVICE_SRQ_RESIZE; NIC interface 1.7). Under its SRQ lock the
+ * provider allocates a larger ring (2^log_depth slots of the SRQ's WQE size), copies every
+ * slot of the old ring into the same slot of the new one, links the new slots after its
+ * last free slot (Documentation/hardware.md, "Shared receive queues"), and sends this; the
+ * kernel pins the ring, moves the NIC to it, and releases the old ring once the NIC has
+ * let go of it. Posted WQEs, the slots QPs hold and the free list keep their slot numbers.
+ * A max_wr the SRQ already holds, with or without this: nothing is resized; a smaller SRQ
+ * is never made.
+ */
+struct ordma_ibv_modify_srq_cmd {
+	__u32 comp_mask;	/* no bits defined yet: must be 0 */
+	__u8 log_depth;		/* the new ring has 2^log_depth slots (up to 15), > the SRQ's */
+	__u8 reserved_05;	/* must be 0 */
+	__u16 reserved_06;	/* must be 0 */
+	__aligned_u64 buf_addr;	/* the new ring: page aligned, 2^(log_depth + log_wqe_size) bytes */
+};
+
+/*
  * ibv_create_ah: no driver command. The kernel checks the address (port, LID, GRH) and
  * answers the NIC's address vector for it (48 bytes, Documentation/hardware.md, "QP
  * attributes", QpAh), which the provider copies into every UD send WQE to that address.

@@ -227,7 +227,7 @@ pub struct VerbsContextOps {
             c_int,
         ) -> c_int,
     >,
-    pub resize_cq: Unused,
+    pub resize_cq: Option<unsafe extern "C" fn(*mut sys::ibv_cq, c_int) -> c_int>,
     pub set_ece: Unused,
     pub unimport_dm: Unused,
     pub unimport_mr: Unused,
@@ -356,6 +356,14 @@ pub struct IbvModifyQp {
 pub struct IbvCreateSrq {
     pub hdr: sys::ib_uverbs_cmd_hdr,
     pub core: sys::ib_uverbs_create_srq,
+}
+
+/// kern-abi.h's `struct ibv_resize_cq`.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvResizeCq {
+    pub hdr: sys::ib_uverbs_cmd_hdr,
+    pub core: sys::ib_uverbs_resize_cq,
 }
 
 /// kern-abi.h's `struct ibv_modify_srq`.
@@ -520,6 +528,14 @@ extern "C" {
         cmd_size: usize,
     ) -> c_int;
     pub fn ibv_cmd_destroy_qp(qp: *mut sys::ibv_qp) -> c_int;
+    pub fn ibv_cmd_resize_cq(
+        cq: *mut sys::ibv_cq,
+        cqe: c_int,
+        cmd: *mut IbvResizeCq,
+        cmd_size: usize,
+        resp: *mut sys::ib_uverbs_resize_cq_resp,
+        resp_size: usize,
+    ) -> c_int;
     pub fn ibv_cmd_create_srq(
         pd: *mut sys::ibv_pd,
         srq: *mut sys::ibv_srq,

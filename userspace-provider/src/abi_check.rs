@@ -15,8 +15,9 @@ use std::collections::BTreeMap;
 
 use crate::abi::{
     self, IbvAllocPd, IbvCreateCq, IbvCreateCqEx, IbvCreateQp, IbvCreateSrq, IbvGetContext,
-    IbvModifyQp, IbvModifySrq, IbvQueryPort, IbvQueryQp, IbvQuerySrq, IbvRegMr, ListNode, Unused,
-    VerbsContextOps, VerbsCq, VerbsDevice, VerbsDeviceOps, VerbsMatchEnt, VerbsMr, VerbsQp,
+    IbvModifyQp, IbvModifySrq, IbvQueryPort, IbvQueryQp, IbvQuerySrq, IbvRegMr, IbvResizeCq,
+    ListNode, Unused, VerbsContextOps, VerbsCq, VerbsDevice, VerbsDeviceOps, VerbsMatchEnt,
+    VerbsMr, VerbsQp,
 };
 use crate::barrier::{flush_writes_insn, from_device_insn, to_device_insn};
 use crate::{context, cq, cq_ex, pd, qp, srq, sys};
@@ -280,6 +281,19 @@ fn layout_checks() -> Checks {
         hdr,
         core as core_payload
     );
+    size!(v, IbvResizeCq, "struct ibv_resize_cq");
+    fields!(
+        v,
+        IbvResizeCq,
+        "struct ibv_resize_cq",
+        hdr,
+        core as core_payload
+    );
+    size!(
+        v,
+        sys::ib_uverbs_resize_cq_resp,
+        "struct ib_uverbs_resize_cq_resp"
+    );
     size!(v, IbvModifySrq, "struct ibv_modify_srq");
     fields!(
         v,
@@ -433,6 +447,18 @@ fn layout_checks() -> Checks {
     v.push(
         "sizeof(struct ib_uverbs_create_srq_resp)".into(),
         offset_of!(srq::CreateSrqResp, drv),
+    );
+    v.push(
+        "sizeof(struct ibv_modify_srq)".into(),
+        offset_of!(srq::ModifySrqCmd, drv),
+    );
+    v.push(
+        "sizeof(struct ibv_resize_cq)".into(),
+        offset_of!(cq::ResizeCqCmd, drv),
+    );
+    v.push(
+        "sizeof(struct ib_uverbs_resize_cq_resp)".into(),
+        offset_of!(cq::ResizeCqResp, drv),
     );
     v.push(
         "sizeof(struct ibv_create_cq_ex)".into(),
@@ -665,6 +691,15 @@ fn prototype_checks() -> Vec<(String, String)> {
         (
             "((struct verbs_context_ops *)0)->req_notify_cq",
             "int (*)(struct ibv_cq *, int)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->resize_cq",
+            "int (*)(struct ibv_cq *, int)",
+        ),
+        (
+            "&ibv_cmd_resize_cq",
+            "int (*)(struct ibv_cq *, int, struct ibv_resize_cq *, size_t, \
+             struct ib_uverbs_resize_cq_resp *, size_t)",
         ),
         (
             "((struct verbs_device_ops *)0)->match_device",

@@ -316,6 +316,7 @@ fn context_ops() -> VerbsContextOps {
         reg_mr: Some(mr::reg_mr),
         req_notify_cq: Some(cq::req_notify_cq),
         rereg_mr: Some(mr::rereg_mr),
+        resize_cq: Some(cq::resize_cq),
         ..Default::default()
     }
 }

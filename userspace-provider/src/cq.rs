@@ -1,6 +1,7 @@
 //! Completion queues: CREATE_CQ with the ring and doorbell record the provider allocates
-//! (ordma's driver data), DESTROY_CQ, arming (`req_notify_cq`, a doorbell write) and
-//! polling (`poll_cq`), both without a system call.
+//! (ordma's driver data), RESIZE_CQ (a new ring, the CQEs not yet polled moved into it),
+//! DESTROY_CQ, arming (`req_notify_cq`, a doorbell write) and polling (`poll_cq`), both
+//! without a system call.
 
 use core::ffi::c_int;
 use core::mem::{size_of, MaybeUninit};
@@ -28,21 +29,62 @@ pub(crate) struct Cq {
     pub(crate) ibv: sys::ibv_cq_ex,
     /// The NIC's CQ number, for the CQ's doorbells.
     pub(crate) cqn: u32,
-    /// log2 of the ring's CQEs.
-    pub(crate) log_depth: u8,
-    /// The CQ's lock and what it guards: `poll_cq`, the arm doorbell and a QP's removal
-    /// from the context's table (`qp::destroy_qp`) take it; `ibv_start_poll` takes it
-    /// until `ibv_end_poll` (`cq_ex`).
+    /// The CQ's lock and what it guards: `poll_cq`, the arm doorbell, a resize and a QP's
+    /// removal from the context's table (`qp::destroy_qp`) take it; `ibv_start_poll` takes
+    /// it until `ibv_end_poll` (`cq_ex`).
     pub(crate) state: SpinLock<CqState>,
-    /// The ring, `2^log_depth` CQEs of `2^CQE_LOG_SIZE_MIN` bytes.
-    pub(crate) ring: DmaMem,
     /// The doorbell record (`consumer_index` u32 @0), which the NIC reads.
     pub(crate) record: DmaMem,
 }
 
+/// A CQ's ring: `2^log_depth` CQEs of `2^CQE_LOG_SIZE_MIN` bytes, which the NIC writes.
+pub(crate) struct CqRing {
+    pub(crate) mem: DmaMem,
+    pub(crate) log_depth: u8,
+}
+
+impl CqRing {
+    /// A zeroed ring of `2^log_depth` CQEs (no CQE of its first pass is new).
+    pub(crate) fn new(log_depth: u8) -> Result<Self, c_int> {
+        let mem = DmaMem::ring(log_depth, CQE_LOG_SIZE_MIN)?;
+        debug_assert_eq!(mem.addr() % RING_ALIGN as u64, 0);
+        Ok(Self { mem, log_depth })
+    }
+
+    /// Makes every slot read as old to a consumer at index `ci` (the next pass's CQE is
+    /// new only once the NIC writes it): each slot's owner byte the phase its index from
+    /// `ci` on does not have. A zeroed ring is that only for `ci` on a first pass: a
+    /// resized CQ goes on from its index.
+    pub(crate) fn stale_from(&self, ci: u32) {
+        for i in (0..self.depth()).map(|k| ci.wrapping_add(k)) {
+            // SAFETY: a slot of the ring, which the NIC does not know yet.
+            unsafe {
+                self.slot(i)
+                    .add(CQE_OWNER_OFFSET)
+                    .write_volatile(cqe_phase(i, self.log_depth) ^ 1)
+            };
+        }
+    }
+
+    /// CQEs it holds.
+    pub(crate) fn depth(&self) -> u32 {
+        1 << self.log_depth
+    }
+
+    /// The first byte of CQE `i`'s slot.
+    fn slot(&self, i: u32) -> *mut u8 {
+        // CAST: below the depth, at most 2^15.
+        let off = ((i & (self.depth() - 1)) as usize) << CQE_LOG_SIZE_MIN;
+        // SAFETY: the ring holds `depth` CQEs of `2^CQE_LOG_SIZE_MIN` bytes
+        // (`DmaMem::ring`), and `off` is one of them.
+        unsafe { self.mem.as_ptr().add(off) }
+    }
+}
+
 /// What a CQ's lock guards.
-#[derive(Default)]
 pub(crate) struct CqState {
+    /// The ring the NIC writes (a resize replaces it).
+    pub(crate) ring: CqRing,
     /// CQEs consumed, free-running.
     pub(crate) consumer_index: u32,
     /// CQEs that named no QP of this CQ, or no outstanding WQE of it: consumed and
@@ -53,6 +95,19 @@ pub(crate) struct CqState {
     pub(crate) current: sys::ibv_wc,
     /// The consumer index the NIC was last told of (`ibv_end_poll` publishes the new one).
     pub(crate) published: u32,
+}
+
+impl CqState {
+    /// A CQ's state with `ring`, nothing consumed.
+    pub(crate) fn new(ring: CqRing) -> Self {
+        Self {
+            ring,
+            consumer_index: 0,
+            bad_cqes: 0,
+            current: sys::ibv_wc::default(),
+            published: 0,
+        }
+    }
 }
 
 impl Cq {
@@ -114,17 +169,13 @@ pub(crate) unsafe extern "C" fn create_cq(
 
 /// A CQ's memory for `cqe` CQEs, not yet known to the kernel.
 pub(crate) fn new_cq(cqe: c_int) -> Result<Box<Cq>, c_int> {
-    let log_depth = cq_log_depth(cqe)?;
-    let ring = DmaMem::ring(log_depth, CQE_LOG_SIZE_MIN)?;
+    let ring = CqRing::new(cq_log_depth(cqe)?)?;
     // CAST: 8 bytes.
     let record = DmaMem::zeroed(CQ_DB_RECORD_SIZE as usize, CQ_DB_RECORD_SIZE as usize)?;
-    debug_assert_eq!(ring.addr() % RING_ALIGN as u64, 0);
     Ok(Box::new(Cq {
         ibv: sys::ibv_cq_ex::default(),
         cqn: 0,
-        log_depth,
-        state: SpinLock::new(CqState::default()),
-        ring,
+        state: SpinLock::new(CqState::new(ring)),
         record,
     }))
 }
@@ -143,9 +194,12 @@ unsafe fn register(
     comp_vector: c_int,
 ) -> Result<*mut sys::ibv_cq, c_int> {
     let mut cmd = CreateCqCmd::default();
-    cmd.drv.log_depth = cq.log_depth;
+    {
+        let st = cq.state.lock();
+        cmd.drv.log_depth = st.ring.log_depth;
+        cmd.drv.buf_addr = st.ring.mem.addr();
+    }
     cmd.drv.log_cqe_size = CQE_LOG_SIZE_MIN;
-    cmd.drv.buf_addr = cq.ring.addr();
     cmd.drv.db_addr = cq.record.addr();
     let mut resp = CreateCqResp::default();
     let cq = Box::into_raw(cq);
@@ -190,6 +244,85 @@ pub(crate) unsafe extern "C" fn destroy_cq(ibcq: *mut sys::ibv_cq) -> c_int {
     // go of its memory, and this is its last use.
     drop(unsafe { Box::from_raw(ibcq.cast::<Cq>()) });
     0
+}
+
+/// The request and response of RESIZE_CQ with ordma's driver data.
+#[repr(C)]
+#[derive(Default)]
+pub(crate) struct ResizeCqCmd {
+    pub(crate) ibv: abi::IbvResizeCq,
+    pub(crate) drv: sys::ordma_ibv_resize_cq_cmd,
+}
+#[repr(C)]
+#[derive(Default)]
+pub(crate) struct ResizeCqResp {
+    pub(crate) ibv: sys::ib_uverbs_resize_cq_resp,
+    pub(crate) drv: sys::ordma_ibv_resize_cq_resp,
+}
+
+/// `ibv_resize_cq`: a new ring for at least `cqe` CQEs (`uapi.md`, RESIZE_CQ), under the
+/// CQ's lock, so nothing is polled meanwhile: every slot of the new ring marked old for
+/// the consumer index ([`CqRing::stale_from`]), the index published, RESIZE_CQ,
+/// then the CQEs not yet polled moved from the old ring into the new one
+/// ([`move_unpolled`]) and the old ring freed (the kernel has let go of it). `EINVAL` for
+/// no CQE, more than the deepest ring, or more CQEs not yet polled than the new ring holds
+/// (the NIC's answer); on an error the CQ is as it was.
+///
+/// # Safety
+///
+/// libibverbs calls this with a CQ `create_cq` or `create_cq_ex` returned.
+pub(crate) unsafe extern "C" fn resize_cq(ibcq: *mut sys::ibv_cq, cqe: c_int) -> c_int {
+    let ring = match cq_log_depth(cqe).and_then(CqRing::new) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    // SAFETY: `ibcq` is the first field of a live `Cq` (contract).
+    let cq = unsafe { &*ibcq.cast::<Cq>() };
+    let mut st = cq.state.lock();
+    ring.stale_from(st.consumer_index);
+    // What the NIC reads to count the CQEs not yet polled.
+    publish(cq, st.consumer_index);
+    st.published = st.consumer_index;
+    let mut cmd = ResizeCqCmd::default();
+    cmd.drv.log_depth = ring.log_depth;
+    cmd.drv.buf_addr = ring.mem.addr();
+    let mut resp = ResizeCqResp::default();
+    // SAFETY: `ibcq` is valid (contract); the buffers are ours, their sizes theirs.
+    let r = unsafe {
+        abi::ibv_cmd_resize_cq(
+            ibcq,
+            cqe,
+            &mut cmd.ibv,
+            size_of::<ResizeCqCmd>(),
+            &mut resp.ibv,
+            size_of::<ResizeCqResp>(),
+        )
+    };
+    if r != 0 {
+        return r;
+    }
+    move_unpolled(&st.ring, &ring, st.consumer_index, resp.drv.pi);
+    st.ring = ring;
+    0
+}
+
+/// Copies the CQEs of `old` from consumer index `ci` up to the NIC's producer index at the
+/// move (`pi`, mod 2^16) into `new`, each into its slot there with `new`'s phase for it,
+/// the owner byte last. The NIC writes the CQEs after them into `new` meanwhile, in other
+/// slots (they all fit: the NIC checked).
+pub(crate) fn move_unpolled(old: &CqRing, new: &CqRing, ci: u32, pi: u32) {
+    // CAST: the NIC counts mod 2^16.
+    let n = (pi as u16).wrapping_sub(ci as u16);
+    for i in (0..u32::from(n)).map(|k| ci.wrapping_add(k)) {
+        // SAFETY: a slot of each ring ([`CqRing::slot`]), distinct allocations; the NIC
+        // wrote the old one before it answered the move and writes neither again.
+        unsafe {
+            ptr::copy_nonoverlapping(old.slot(i), new.slot(i), CQE_OWNER_OFFSET);
+            new.slot(i)
+                .add(CQE_OWNER_OFFSET)
+                .write_volatile(cqe_phase(i, new.log_depth));
+        }
+    }
 }
 
 /// The doorbell that arms `cqn` at `consumer_index`: its offset in the doorbell page and
@@ -268,29 +401,20 @@ pub(crate) unsafe extern "C" fn poll_cq(
     }
 }
 
-/// The next CQE of `cq` at consumer index `ci`, if the NIC has written it: the owner
+/// The next CQE of `ring` at consumer index `ci`, if the NIC has written it: the owner
 /// byte first, then (after [`udma_from_device_barrier`]) the rest.
-pub(crate) fn next_cqe(cq: &Cq, ci: u32) -> Option<Cqe> {
-    let mask = (1u32 << cq.log_depth) - 1;
-    // CAST: below the depth, at most 2^15.
-    let off = ((ci & mask) as usize) << CQE_LOG_SIZE_MIN;
-    // SAFETY: the ring holds `2^log_depth` CQEs of `2^CQE_LOG_SIZE_MIN` bytes and the
-    // slot is one of them; the NIC writes it concurrently, so it is read volatile, the
-    // owner byte alone first.
-    let owner = unsafe { cq.ring.as_ptr().add(off + CQE_OWNER_OFFSET).read_volatile() };
-    if owner & 1 != cqe_phase(ci, cq.log_depth) {
+pub(crate) fn next_cqe(ring: &CqRing, ci: u32) -> Option<Cqe> {
+    let slot = ring.slot(ci);
+    // SAFETY: a slot of the ring ([`CqRing::slot`]); the NIC writes it concurrently, so it
+    // is read volatile, the owner byte alone first.
+    let owner = unsafe { slot.add(CQE_OWNER_OFFSET).read_volatile() };
+    if owner & 1 != cqe_phase(ci, ring.log_depth) {
         return None;
     }
     udma_from_device_barrier();
     // SAFETY: as above; the NIC wrote these bytes before the owner byte and does not
     // write the slot again until the consumer index passes it.
-    let body = unsafe {
-        cq.ring
-            .as_ptr()
-            .add(off)
-            .cast::<[u8; CQE_OWNER_OFFSET]>()
-            .read_volatile()
-    };
+    let body = unsafe { slot.cast::<[u8; CQE_OWNER_OFFSET]>().read_volatile() };
     Cqe::decode(&body)
 }
 
@@ -309,25 +433,18 @@ pub(crate) fn publish(cq: &Cq, ci: u32) {
 /// the consumer index then skips the freed slots. The receive CQEs of a QP on `srq` give
 /// their SRQ slots back, as mlx5's do. Returns how many were dropped.
 pub(crate) fn clean(cq: &Cq, st: &mut CqState, qpn: u32, srq: Option<&Srq>) -> u32 {
-    let depth = 1u32 << cq.log_depth;
+    let ring = &st.ring;
+    let depth = ring.depth();
     let ci = st.consumer_index;
     let mut pi = ci;
-    while pi.wrapping_sub(ci) < depth && next_cqe(cq, pi).is_some() {
+    while pi.wrapping_sub(ci) < depth && next_cqe(ring, pi).is_some() {
         pi = pi.wrapping_add(1);
     }
-    let slot = |i: u32| {
-        // SAFETY: a slot of the ring (below `depth`).
-        unsafe {
-            cq.ring
-                .as_ptr()
-                .add(((i & (depth - 1)) as usize) << CQE_LOG_SIZE_MIN)
-        }
-    };
     let mut freed = 0u32;
     let mut i = pi;
     while i != ci {
         i = i.wrapping_sub(1);
-        match next_cqe(cq, i) {
+        match next_cqe(ring, i) {
             Some(cqe) if cqe.qpn == qpn => {
                 if let Some(s) = srq.filter(|_| cqe.flags & CQE_FLAG_RECV != 0) {
                     lock(&s.ring).retire(cqe.wqe_index);
@@ -339,7 +456,11 @@ pub(crate) fn clean(cq: &Cq, st: &mut CqState, qpn: u32, srq: Option<&Srq>) -> u
                 // neither again before the consumer index passes them; the destination's
                 // owner byte (not copied) is already that of a new CQE at its index.
                 unsafe {
-                    ptr::copy_nonoverlapping(slot(i), slot(i.wrapping_add(freed)), CQE_OWNER_OFFSET)
+                    ptr::copy_nonoverlapping(
+                        ring.slot(i),
+                        ring.slot(i.wrapping_add(freed)),
+                        CQE_OWNER_OFFSET,
+                    )
                 };
             }
             _ => {}
@@ -417,7 +538,7 @@ pub(crate) fn poll(cq: &Cq, qps: &QpTable, wc: &mut [MaybeUninit<sys::ibv_wc>]) 
     let mut n: c_int = 0;
     let mut result = None;
     for out in wc.iter_mut() {
-        let Some(cqe) = next_cqe(cq, st.consumer_index) else {
+        let Some(cqe) = next_cqe(&st.ring, st.consumer_index) else {
             break;
         };
         match complete(cq, qps, &cqe) {

@@ -96,9 +96,12 @@ unsafe fn register(
     cq: Box<Cq>,
 ) -> Result<*mut sys::ibv_cq_ex, c_int> {
     let mut cmd = ExCreateCqCmd::default();
-    cmd.drv.log_depth = cq.log_depth;
+    {
+        let st = cq.state.lock();
+        cmd.drv.log_depth = st.ring.log_depth;
+        cmd.drv.buf_addr = st.ring.mem.addr();
+    }
     cmd.drv.log_cqe_size = ordma_hw::CQE_LOG_SIZE_MIN;
-    cmd.drv.buf_addr = cq.ring.addr();
     cmd.drv.db_addr = cq.record.addr();
     let mut resp = ExCreateCqResp::default();
     let cq = Box::into_raw(cq);
@@ -147,7 +150,7 @@ unsafe fn register(
 /// a CQE that names no QP of this CQ or no outstanding WQE of it (consumed and counted, as
 /// `poll_cq` does).
 pub(crate) fn advance(cq: &Cq, qps: &QpTable, st: &mut CqState) -> Result<(), c_int> {
-    let cqe = cq::next_cqe(cq, st.consumer_index).ok_or(libc::ENOENT)?;
+    let cqe = cq::next_cqe(&st.ring, st.consumer_index).ok_or(libc::ENOENT)?;
     st.consumer_index = st.consumer_index.wrapping_add(1);
     match cq::complete(cq, qps, &cqe) {
         Ok(wc) => {

@@ -1,5 +1,6 @@
 //! Shared receive queues: CREATE_SRQ with the ring the provider sizes, allocates and links
-//! (ordma's driver data), MODIFY_SRQ, QUERY_SRQ and DESTROY_SRQ through the kernel;
+//! (ordma's driver data), MODIFY_SRQ (a resize with a larger ring, likewise), QUERY_SRQ and
+//! DESTROY_SRQ through the kernel;
 //! `post_srq_recv` in user space, and the slots given back as their completions are polled.
 //!
 //! The ring's slots are linked (`hardware.md`, "Shared receive queues"): each WQE's `next`
@@ -155,6 +156,15 @@ impl SrqRing {
         unsafe { core::slice::from_raw_parts_mut(self.mem.as_ptr().add(slot * size), size) }
     }
 
+    /// The whole ring's bytes.
+    #[cfg(test)]
+    pub(crate) fn mem_bytes(&self) -> &[u8] {
+        let len = usize::from(self.depth()) << self.shape.log_wqe_size;
+        // SAFETY: the ring holds `depth` WQEs of `2^log_wqe_size` bytes (`DmaMem::ring`);
+        // the tests' NIC does not write it.
+        unsafe { core::slice::from_raw_parts(self.mem.as_ptr(), len) }
+    }
+
     /// `slot`'s link.
     fn next(&mut self, slot: u16) -> u16 {
         let mask = self.depth() - 1;
@@ -166,6 +176,52 @@ impl SrqRing {
         if let Some(b) = w.get_mut(SrqWqe::NEXT_OFFSET..SrqWqe::NEXT_OFFSET + 2) {
             b.copy_from_slice(&next.to_le_bytes());
         }
+    }
+
+    /// The same SRQ in a ring of `2^log_depth` slots (more than it has), for a resize
+    /// (`uapi.md`, MODIFY_SRQ): every slot copied to the same slot, links and all, and the
+    /// new slots linked after the last free one. Posted WQEs, the slots QPs hold and the
+    /// free ones keep their numbers, so the NIC goes on from where it is. `EINVAL` for no
+    /// more slots or beyond the deepest ring; `ENOMEM`.
+    pub(crate) fn grown(&self, log_depth: u8) -> Result<Self, c_int> {
+        if log_depth <= self.shape.log_depth || log_depth > MAX_QUEUE_LOG_DEPTH {
+            return Err(libc::EINVAL);
+        }
+        let shape = QueueShape {
+            log_depth,
+            log_wqe_size: self.shape.log_wqe_size,
+        };
+        let mem = DmaMem::ring(shape.log_depth, shape.log_wqe_size)?;
+        let old_bytes = usize::from(self.depth()) << self.shape.log_wqe_size;
+        // SAFETY: both rings are ours, the new one larger (`DmaMem::ring` sizes), and
+        // distinct allocations.
+        unsafe { ptr::copy_nonoverlapping(self.mem.as_ptr(), mem.as_ptr(), old_bytes) };
+        let depth = 1usize << log_depth;
+        let mut wr_id = vec![0; depth];
+        wr_id[..self.wr_id.len()].copy_from_slice(&self.wr_id);
+        let mut busy = vec![false; depth];
+        busy[..self.busy.len()].copy_from_slice(&self.busy);
+        let mut ring = Self {
+            shape,
+            mem,
+            head: self.head,
+            // CAST: the depth is at most 2^15.
+            tail: (depth - 1) as u16,
+            posted: self.posted,
+            wr_id: wr_id.into_boxed_slice(),
+            busy: busy.into_boxed_slice(),
+        };
+        ring.set_next(self.tail, self.depth());
+        for slot in usize::from(self.depth())..depth - 1 {
+            // CAST: below the depth.
+            ring.set_next(slot as u16, (slot + 1) as u16);
+        }
+        Ok(ring)
+    }
+
+    /// WQEs it holds at most.
+    pub(crate) fn max_wr(&self) -> u32 {
+        u32::from(self.depth()) - 1
     }
 
     /// WQEs posted, free-running.
@@ -341,6 +397,19 @@ unsafe fn register(
     }
 }
 
+/// The request of MODIFY_SRQ with ordma's driver data (a resize).
+#[repr(C)]
+#[derive(Default)]
+pub(crate) struct ModifySrqCmd {
+    pub(crate) ibv: abi::IbvModifySrq,
+    pub(crate) drv: sys::ordma_ibv_modify_srq_cmd,
+}
+
+/// `ibv_modify_srq`: the limit, and a resize (`IBV_SRQ_MAX_WR` beyond what the SRQ holds)
+/// with a new ring ([`SrqRing::grown`]) built and handed over under the SRQ's lock, so no
+/// WQE is posted or given back meanwhile. A `max_wr` the SRQ already holds changes
+/// nothing (it is never made smaller). On an error the SRQ is as it was.
+///
 /// # Safety
 ///
 /// libibverbs calls this with an SRQ `create_srq` returned and a valid `attr`.
@@ -349,17 +418,53 @@ pub(crate) unsafe extern "C" fn modify_srq(
     attr: *mut sys::ibv_srq_attr,
     attr_mask: c_int,
 ) -> c_int {
-    let mut cmd = abi::IbvModifySrq::default();
-    // SAFETY: pointers from libibverbs (contract) and our own command buffer.
-    unsafe {
+    // SAFETY: `ibsrq` is the first field of a live `Srq` (contract); `attr` is valid.
+    let (srq, max_wr) = unsafe { (&*ibsrq.cast::<Srq>(), (*attr).max_wr) };
+    // CAST: the mask's bits, as libibverbs passes them.
+    let resize = attr_mask as u32 & sys::ibv_srq_attr_mask_IBV_SRQ_MAX_WR != 0;
+    let mut ring = lock(&srq.ring);
+    if !resize || max_wr <= ring.max_wr() {
+        drop(ring);
+        let mut cmd = abi::IbvModifySrq::default();
+        // SAFETY: pointers from libibverbs (contract) and our own command buffer.
+        return unsafe {
+            abi::ibv_cmd_modify_srq(
+                ibsrq,
+                attr,
+                attr_mask,
+                &mut cmd,
+                size_of::<abi::IbvModifySrq>(),
+            )
+        };
+    }
+    let new = max_wr
+        .checked_add(1)
+        .and_then(log2_ceil)
+        .ok_or(libc::EINVAL)
+        .and_then(|log_depth| ring.grown(log_depth));
+    let new = match new {
+        Ok(n) => n,
+        Err(e) => return e,
+    };
+    let mut cmd = ModifySrqCmd::default();
+    cmd.drv.log_depth = new.shape.log_depth;
+    cmd.drv.buf_addr = new.mem.addr();
+    // SAFETY: pointers from libibverbs (contract) and our own command buffer, the driver
+    // data after the core command.
+    let r = unsafe {
         abi::ibv_cmd_modify_srq(
             ibsrq,
             attr,
             attr_mask,
-            &mut cmd,
-            size_of::<abi::IbvModifySrq>(),
+            &mut cmd.ibv,
+            size_of::<ModifySrqCmd>(),
         )
+    };
+    if r == 0 {
+        // The NIC reads the new ring only; the kernel has let go of the old one.
+        *ring = new;
     }
+    r
 }
 
 /// # Safety

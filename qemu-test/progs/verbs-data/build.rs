@@ -1,5 +1,5 @@
 //! Compiles the test program's C part (`verbs_data.c`, `mr_checks.c`, `ownership.c`,
-//! `quirks.c`, `srq_checks.c`, `atomics.c`, `uc.c`, `ud.c`, `stress.c`, `many.c`, `ex.c`, `scale.c`) and links libibverbs.
+//! `quirks.c`, `srq_checks.c`, `atomics.c`, `uc.c`, `ud.c`, `stress.c`, `many.c`, `ex.c`, `scale.c`, `cq_resize.c`) and links libibverbs.
 
 fn main() {
     for f in [
@@ -16,6 +16,7 @@ fn main() {
         "many.c",
         "ex.c",
         "scale.c",
+        "cq_resize.c",
     ] {
         println!("cargo:rerun-if-changed={f}");
     }
@@ -32,6 +33,7 @@ fn main() {
         .file("many.c")
         .file("ex.c")
         .file("scale.c")
+        .file("cq_resize.c")
         .flag("-std=gnu11")
         .warnings(true)
         .extra_warnings(true)

@@ -12,10 +12,13 @@
  *               IBV_EVENT_SRQ_LIMIT_REACHED for the SRQ (ibv_get_async_event), the limit
  *               then 0; a receiving QP moved to ERR -> IBV_EVENT_QP_LAST_WQE_REACHED for it,
  *               and the SRQ's WQEs left still reach the other QP
+ *   srq-resize  the srq check on an SRQ of 7 WQEs resized to 40 after 100 messages, with
+ *               SENDs in flight and receives unpolled; the device says IBV_DEVICE_SRQ_RESIZE
  *   srq-errnos  exact errnos: max_wr 0 or above max_srq_wr, max_sge above max_srq_sge
  *               (EINVAL); max_wr 4096 (UCX's) answered 8191; ibv_create_srq_ex basic
  *               (works) and tag matching (EOPNOTSUPP); a limit above max_wr
- *               (EINVAL), a resize (EOPNOTSUPP); too many SGEs (EINVAL, bad_wr), max_wr + 1
+ *               (EINVAL); a resize above max_srq_wr (EINVAL), to less (nothing changes),
+ *               to 10000, to 20000 with a limit of 12000; too many SGEs (EINVAL, bad_wr), max_wr + 1
  *               WQEs (ENOMEM); ibv_post_recv on a QP on an SRQ (EINVAL); destroying an SRQ a
  *               QP uses (EBUSY); max_srq SRQs, then ENOMEM
  *   srq-hold    2 SRQs with QPs and WQEs posted, a SEND received; prints "holding" and
@@ -48,6 +51,7 @@ struct srq_side {
 	uint8_t *bufs;
 	size_t bufs_len;
 	struct ibv_mr *bufs_mr;
+	uint32_t nbufs;
 	uint32_t max_wr;
 };
 
@@ -117,8 +121,8 @@ static void connect_to(struct ibv_qp *q, uint32_t dest, uint16_t dlid)
 		die("modify to RTS");
 }
 
-/* The receiver on `dev`: an SRQ of at least `wr` WQEs and its QPs; `wr` receive buffers. */
-static void srq_open(struct srq_side *r, const char *dev, uint32_t wr)
+/* The receiver on `dev`: an SRQ of at least `wr` WQEs and its QPs; `nbufs` receive buffers. */
+static void srq_open(struct srq_side *r, const char *dev, uint32_t wr, uint32_t nbufs)
 {
 	struct ibv_port_attr port;
 
@@ -139,7 +143,8 @@ static void srq_open(struct srq_side *r, const char *dev, uint32_t wr)
 	if (sa.attr.max_wr < wr || sa.attr.max_sge < 2)
 		FAIL("ibv_create_srq answered max_wr %u max_sge %u for %u and 2", sa.attr.max_wr,
 		     sa.attr.max_sge, wr);
-	r->bufs_len = (size_t)wr * RBUF;
+	r->nbufs = nbufs;
+	r->bufs_len = (size_t)nbufs * RBUF;
 	r->bufs = mmap(NULL, r->bufs_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (r->bufs == MAP_FAILED)
 		die("mmap");
@@ -268,10 +273,16 @@ static int poll_cq_one(struct ibv_cq *cq, struct ibv_wc *wc)
 	return 0;
 }
 
-void check_srq(void)
+/*
+ * MSGS SENDs with immediate from the NQP sender QPs to the NQP QPs on the SRQ, one in
+ * flight per sender QP, each receive reposted as soon as it completes; the SRQ starts with
+ * `posted` buffers. With `resize_to`, once `resize_at` messages are in, the SRQ is resized
+ * (ibv_modify_srq IBV_SRQ_MAX_WR) to `resize_to` WQEs with SENDs in flight and receives
+ * unpolled, and the rest of the buffers are posted into the new room. 0 or failures.
+ */
+static void srq_traffic(struct senders *t, struct srq_side *r, uint32_t posted, uint32_t resize_at,
+			uint32_t resize_to)
 {
-	struct senders t;
-	struct srq_side r;
 	uint8_t seen[MSGS] = { 0 }, sent_on[MSGS] = { 0 };
 	uint32_t sent = 0, got = 0, done = 0, in_flight[NQP] = { 0 };
 	int bad = failures;
@@ -279,23 +290,19 @@ void check_srq(void)
 
 	if (!tmp)
 		die("malloc");
-	senders_open(&t, dev_a);
-	srq_open(&r, dev_b, SRQ_WR);
-	join(&t, &r);
-	for (uint32_t b = 0; b < SRQ_WR; b++)
-		srq_post(&r, b);
-	/* One message in flight per sender QP (its source area is reused), all QPs at once. */
+	for (uint32_t b = 0; b < posted; b++)
+		srq_post(r, b);
 	while (got < MSGS || done < MSGS) {
 		for (int q = 0; q < NQP && sent < MSGS; q++)
 			if (!in_flight[q]) {
-				if (send_msg(&t, q, sent))
+				if (send_msg(t, q, sent))
 					goto out;
 				sent_on[sent] = (uint8_t)q;
 				in_flight[q] = sent + 1;
 				sent++;
 			}
 		struct ibv_wc wc;
-		int n = ibv_poll_cq(t.s.cq, 1, &wc);
+		int n = ibv_poll_cq(t->s.cq, 1, &wc);
 		if (n < 0) {
 			FAIL("sender poll: %d", n);
 			goto out;
@@ -310,7 +317,7 @@ void check_srq(void)
 					in_flight[q] = 0;
 			done++;
 		}
-		n = ibv_poll_cq(r.s.cq, 1, &wc);
+		n = ibv_poll_cq(r->s.cq, 1, &wc);
 		if (n < 0) {
 			FAIL("receiver poll: %d", n);
 			goto out;
@@ -320,46 +327,104 @@ void check_srq(void)
 		uint32_t m = ntohl(wc.imm_data), b = (uint32_t)wc.wr_id;
 		int q = -1;
 		for (int i = 0; i < NQP; i++)
-			if (r.qp[i]->qp_num == wc.qp_num)
+			if (r->qp[i]->qp_num == wc.qp_num)
 				q = i;
 		if (wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV || !(wc.wc_flags & IBV_WC_WITH_IMM) ||
-		    m >= MSGS || b >= SRQ_WR || q < 0) {
+		    m >= MSGS || b >= r->nbufs || q < 0) {
 			FAIL("receive: status %s opcode %d flags %#x imm %u wr_id %u qp %u",
 			     ibv_wc_status_str(wc.status), wc.opcode, wc.wc_flags, m, b, wc.qp_num);
 			goto out;
 		}
 		if (seen[m]++)
 			FAIL("message %u received twice", m);
-		if (q != sent_on[m] || wc.src_qp != t.qp[q]->qp_num)
+		if (q != sent_on[m] || wc.src_qp != t->qp[q]->qp_num)
 			FAIL("message %u sent on QP %u received on %u (src_qp %u)", m,
-			     t.qp[sent_on[m]]->qp_num, wc.qp_num, wc.src_qp);
+			     t->qp[sent_on[m]]->qp_num, wc.qp_num, wc.src_qp);
 		size_t len = msg_len(m);
 		if (wc.byte_len != len)
 			FAIL("message %u: byte_len %u, sent %zu", m, wc.byte_len, len);
 		msg_fill(tmp, m, len);
-		uint8_t *dst = r.bufs + (size_t)b * RBUF;
+		uint8_t *dst = r->bufs + (size_t)b * RBUF;
 		if (memcmp(dst, tmp, len))
 			FAIL("message %u: bytes differ in buffer %u", m, b);
 		got++;
-		srq_post(&r, b);
+		srq_post(r, b);
+		if (resize_to && got == resize_at) {
+			struct ibv_srq_attr a = { .max_wr = resize_to };
+			uint32_t before = r->max_wr;
+			int rc = ibv_modify_srq(r->srq, &a, IBV_SRQ_MAX_WR);
+			memset(&a, 0, sizeof(a));
+			if (rc || ibv_query_srq(r->srq, &a) || a.max_wr < resize_to) {
+				FAIL("resizing the SRQ from %u to %u WQEs: %s, max_wr now %u", before, resize_to,
+				     rc ? strerror(rc) : "done", a.max_wr);
+				goto out;
+			}
+			r->max_wr = a.max_wr;
+			/* The new room: every other buffer, more than the SRQ held before. */
+			for (uint32_t b = posted; b < r->nbufs; b++)
+				if (srq_post(r, b))
+					goto out;
+			printf("ok SRQ resized from max_wr %u to %u with %u messages in and SENDs in flight; "
+			       "%u WQEs posted\n",
+			       before, a.max_wr, got, r->nbufs);
+		}
 		if (failures > bad + 5)
 			goto out;
 	}
 	for (uint32_t m = 0; m < MSGS; m++)
 		if (!seen[m])
 			FAIL("message %u never received", m);
+out:
+	free(tmp);
+}
+
+void check_srq(void)
+{
+	struct senders t;
+	struct srq_side r;
+	int bad = failures;
+
+	senders_open(&t, dev_a);
+	srq_open(&r, dev_b, SRQ_WR, SRQ_WR);
+	join(&t, &r);
+	srq_traffic(&t, &r, SRQ_WR, 0, 0);
 	if (failures == bad)
 		printf("ok SRQ: %u SENDs of 0 B to 1 MiB + 3 from %d QPs to %d QPs on one SRQ of %u WQEs, "
 		       "every message once, every byte\n",
 		       MSGS, NQP, NQP, SRQ_WR);
-out:
 	/* Every receive still posted is flushed when the QPs go; then the objects. */
 	srq_close(&r);
 	senders_close(&t);
-	free(tmp);
 }
 
-/* The next async event within 10 s, or type -1. */
+/*
+ * An SRQ of 7 WQEs resized to 40 in the middle of the traffic: what was posted before keeps
+ * its buffer, the NIC goes on from the WQE it was at, the 33 buffers posted after it take
+ * the new slots, every message arrives once with its bytes.
+ */
+void check_srq_resize(void)
+{
+	struct senders t;
+	struct srq_side r;
+	struct ibv_device_attr da;
+	int bad = failures;
+
+	senders_open(&t, dev_a);
+	srq_open(&r, dev_b, 7, 40);
+	if (ibv_query_device(r.s.ctx, &da) || !(da.device_cap_flags & IBV_DEVICE_SRQ_RESIZE))
+		FAIL("the device does not say IBV_DEVICE_SRQ_RESIZE (flags %#x)", da.device_cap_flags);
+	if (r.max_wr != 7)
+		FAIL("an SRQ of 7 WQEs was made with max_wr %u", r.max_wr);
+	join(&t, &r);
+	srq_traffic(&t, &r, 7, 100, 40);
+	if (failures == bad)
+		printf("ok SRQ resize: %u SENDs of 0 B to 1 MiB + 3, the SRQ grown from 7 to %u WQEs after "
+		       "100, every message once, every byte\n",
+		       MSGS, r.max_wr);
+	srq_close(&r);
+	senders_close(&t);
+}
+
 static struct ibv_async_event next_event(struct ibv_context *ctx)
 {
 	struct ibv_async_event ev;
@@ -406,7 +471,7 @@ void check_srq_events(void)
 	int bad = failures;
 
 	senders_open(&t, dev_a);
-	srq_open(&r, dev_b, 16);
+	srq_open(&r, dev_b, 16, 16);
 	join(&t, &r);
 	for (uint32_t b = 0; b < 10; b++)
 		srq_post(&r, b);
@@ -492,9 +557,27 @@ void check_srq_errnos(void)
 		printf("ok ibv_create_srq max_wr 4096: %u, the limit at create ignored\n", a.max_wr);
 	a.srq_limit = a.max_wr + 1;
 	expect_errno("ibv_modify_srq limit above max_wr", ibv_modify_srq(srq, &a, IBV_SRQ_LIMIT), EINVAL);
+	/* A resize: beyond max_srq_wr, no; one it holds already, nothing changes; larger, yes. */
+	uint32_t had = a.max_wr;
+	a.max_wr = (uint32_t)da.max_srq_wr + 1;
+	expect_errno("ibv_modify_srq IBV_SRQ_MAX_WR above max_srq_wr", ibv_modify_srq(srq, &a, IBV_SRQ_MAX_WR),
+		     EINVAL);
+	a.max_wr = 100;
+	expect_errno("ibv_modify_srq IBV_SRQ_MAX_WR below max_wr (nothing to do)",
+		     ibv_modify_srq(srq, &a, IBV_SRQ_MAX_WR), 0);
+	if (ibv_query_srq(srq, &a) || a.max_wr != had)
+		FAIL("after a resize to less, max_wr %u, was %u", a.max_wr, had);
 	a.max_wr = 10000;
-	expect_errno("ibv_modify_srq IBV_SRQ_MAX_WR (resize)", ibv_modify_srq(srq, &a, IBV_SRQ_MAX_WR),
-		     EOPNOTSUPP);
+	expect_errno("ibv_modify_srq IBV_SRQ_MAX_WR 10000 (resize)", ibv_modify_srq(srq, &a, IBV_SRQ_MAX_WR), 0);
+	if (ibv_query_srq(srq, &a) || a.max_wr < 10000 || a.max_wr > (uint32_t)da.max_srq_wr)
+		FAIL("resized to 10000: max_wr %u", a.max_wr);
+	/* The resize and the limit at once: a limit the new size allows. */
+	a.max_wr = 20000;
+	a.srq_limit = 12000;
+	expect_errno("ibv_modify_srq IBV_SRQ_MAX_WR 20000 and IBV_SRQ_LIMIT 12000",
+		     ibv_modify_srq(srq, &a, IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT), 0);
+	if (ibv_query_srq(srq, &a) || a.max_wr < 20000 || a.srq_limit != 12000)
+		FAIL("resized to 20000 with a limit of 12000: max_wr %u limit %u", a.max_wr, a.srq_limit);
 	expect_errno("ibv_modify_srq an unknown mask bit", ibv_modify_srq(srq, &a, 1 << 7), EINVAL);
 	if (ibv_destroy_srq(srq))
 		die("ibv_destroy_srq");
@@ -581,8 +664,8 @@ void check_srq_hold(void)
 	struct srq_side r, r2;
 
 	senders_open(&t, dev_a);
-	srq_open(&r, dev_b, 8);
-	srq_open(&r2, dev_b, 8);
+	srq_open(&r, dev_b, 8, 8);
+	srq_open(&r2, dev_b, 8, 8);
 	join(&t, &r);
 	for (uint32_t b = 0; b < 5; b++) {
 		srq_post(&r, b);

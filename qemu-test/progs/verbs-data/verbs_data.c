@@ -20,6 +20,8 @@
  *              posted after flushed (WR_FLUSH_ERR) in order
  *   rnr        a SEND before its receive is posted, rnr_retry 7: completes once it is
  *   events     a completion wakes ibv_get_cq_event on an armed CQ
+ *   cq-resize  ibv_resize_cq with completions not yet polled and under traffic: see
+ *              cq_resize.c
  *   many       16 QP pairs on one context, PD, CQ and MR: a SEND and a WRITE of 64 KiB on
  *              each, all posted before any completion is polled; every completion once,
  *              every byte
@@ -31,7 +33,7 @@
  *   stale, drain    what the NIC touches after a deregistration, and when SQD is drained:
  *              see ownership.c (drain between two NICs: it takes --dev2's link down)
  *   quirks     what UCX and NCCL do that plain tests do not: see quirks.c
- *   srq, srq-events, srq-errnos, srq-hold  shared receive queues: see srq_checks.c
+ *   srq, srq-resize, srq-events, srq-errnos, srq-hold  shared receive queues: see srq_checks.c
  *   atomics    compare and swap, fetch and add, threads counting on one word, the errors:
  *              see atomics.c
  *   uc         UC QPs: SEND, SEND with immediate, WRITE, WRITE with immediate, bytes
@@ -671,7 +673,7 @@ int verbs_data_main(int argc, char **argv)
 	if (i >= argc) {
 		fprintf(stderr, "usage: %s [--dev A] [--dev2 B] [--mem 4k|huge:PATH|dmabuf] "
 				"[--listen PORT|--peer HOST:PORT] [--retry N] transfers|errors|rnr|events|many|many-2m|shared|levels|rereg|stale|drain|quirks|"
-				"srq|srq-events|srq-errnos|srq-hold|atomics|uc|ud|ud-hold|ex|scale[=N]|scale-hold|stress[=N]...\n", argv[0]);
+				"cq-resize|srq|srq-resize|srq-events|srq-errnos|srq-hold|atomics|uc|ud|ud-hold|ex|scale[=N]|scale-hold|stress[=N]...\n", argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -709,6 +711,10 @@ int verbs_data_main(int argc, char **argv)
 			check_quirks();
 		else if (!strcmp(argv[i], "srq"))
 			check_srq();
+		else if (!strcmp(argv[i], "cq-resize"))
+			check_cq_resize();
+		else if (!strcmp(argv[i], "srq-resize"))
+			check_srq_resize();
 		else if (!strcmp(argv[i], "srq-events"))
 			check_srq_events();
 		else if (!strcmp(argv[i], "srq-errnos"))

@@ -75,6 +75,8 @@ void check_stale(void);
 void check_drain(void);
 void check_quirks(void);
 void check_srq(void);
+void check_srq_resize(void);
+void check_cq_resize(void);
 void check_srq_events(void);
 void check_srq_errnos(void);
 void check_srq_hold(void);

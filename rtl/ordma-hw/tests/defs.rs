@@ -5,7 +5,7 @@ use ordma_hw::*;
 #[test]
 fn version_fields_split_major_and_minor() {
     assert_eq!(version_major(VERSION), 1);
-    assert_eq!(version_minor(VERSION), 6, "1.6: MODIFY_MR");
+    assert_eq!(version_minor(VERSION), 7, "1.7: SRQs and CQs resized");
     assert_eq!(version_major(0x0003_0007), 3);
     assert_eq!(version_minor(0x0003_0007), 7);
     assert_eq!(version_major(u32::MAX), 0xffff);
@@ -229,6 +229,28 @@ fn create_cq_params_layout() {
     assert_eq!(get_le64(&p, 24), Some(0xabc8));
     assert_eq!(CreateCqParams::decode(&p), Some(c));
     reserved_refused(&p, &[20, 23, 32, 55], CreateCqParams::decode);
+}
+
+#[test]
+fn resize_cq_params_layout() {
+    assert_eq!(CMD_RESIZE_CQ, 0x15);
+    let r = ResizeCqParams {
+        cqn: 0x0102,
+        log_depth: 9,
+        ring: PageList {
+            root: 0x0002_3456_7000,
+            npages: 8,
+            page_shift: 12,
+            levels: 1,
+        },
+    };
+    let p = r.encode();
+    assert_eq!(get_le32(&p, 0), Some(0x0102));
+    assert_eq!(&p[4..8], &[9, 0, 12, 1]);
+    assert_eq!(get_le64(&p, 8), Some(0x0002_3456_7000));
+    assert_eq!(get_le32(&p, 16), Some(8));
+    assert_eq!(ResizeCqParams::decode(&p), Some(r));
+    reserved_refused(&p, &[5, 20, 55], ResizeCqParams::decode);
 }
 
 #[test]
@@ -883,14 +905,36 @@ fn srq_params_layout() {
         srqn: 9,
         attr_mask: SRQ_ATTR_LIMIT,
         srq_limit: 77,
+        ..Default::default()
     };
     let p = m.encode();
     assert_eq!(
         (get_le32(&p, 0), get_le32(&p, 4), get_le32(&p, 8)),
         (Some(9), Some(2), Some(77))
     );
+    assert!(p[12..].iter().all(|&b| b == 0), "no ring without a resize");
     assert_eq!(ModifySrqParams::decode(&p), Some(m));
-    reserved_refused(&p, &[12, 55], ModifySrqParams::decode);
+    reserved_refused(&p, &[15, 28, 55], ModifySrqParams::decode);
+    // A resize (1.7): the new ring after the limit.
+    let m = ModifySrqParams {
+        srqn: 0x0304,
+        attr_mask: SRQ_ATTR_MAX_WR | SRQ_ATTR_LIMIT,
+        srq_limit: 5,
+        log_depth: 11,
+        ring: PageList {
+            root: 0x0001_2345_6000,
+            npages: 32,
+            page_shift: 12,
+            levels: 1,
+        },
+    };
+    let p = m.encode();
+    assert_eq!(get_le32(&p, 4), Some(3));
+    assert_eq!(&p[12..16], &[11, 12, 1, 0]);
+    assert_eq!(get_le64(&p, 16), Some(0x0001_2345_6000));
+    assert_eq!(get_le32(&p, 24), Some(32));
+    assert_eq!(ModifySrqParams::decode(&p), Some(m));
+    reserved_refused(&p, &[15, 28, 55], ModifySrqParams::decode);
 
     let q = QuerySrqParams {
         srqn: 4,

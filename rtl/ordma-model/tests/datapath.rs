@@ -778,3 +778,145 @@ fn refused_wqes_are_counted_and_a_refused_receive_is_rem_op_err() {
     let s = rig.nic.status_snapshot().to_string();
     assert!(s.contains(" bad_wqes=1 "), "{s}");
 }
+
+/// `CMD_RESIZE_CQ` for the rig's send CQ: a new ring of `2^log` CQEs at `ring`.
+fn resize_params(rig: &mut Rig, ring: u64, log: u8) -> hw::ResizeCqParams {
+    let pages: Vec<u64> = (0..(32u64 << log).div_ceil(4096))
+        .map(|i| ring + i * 4096)
+        .collect();
+    hw::ResizeCqParams {
+        cqn: rig.scq.cqn,
+        log_depth: log,
+        ring: rig.list(12, &pages),
+    }
+}
+
+/// What a consumer does across a resize: the CQEs it has not polled, from its index up to
+/// the NIC's producer index at the move, copied into the new ring with the new ring's
+/// phase; then it polls there.
+fn move_unpolled(rig: &mut Rig, new_ring: u64, log: u8, pi: u32) {
+    let (old, old_log, ci) = (rig.scq.ring, rig.scq.log, rig.scq.ci);
+    for i in ci..pi {
+        let mut b = [0u8; 32];
+        let from = old + u64::from(i % (1 << old_log)) * 32;
+        rig.mem.dma_read(from, &mut b).unwrap();
+        b[hw::CQE_OWNER_OFFSET] = hw::cqe_phase(i, log);
+        let to = new_ring + u64::from(i % (1 << log)) * 32;
+        rig.mem.dma_write(to, &b).unwrap();
+    }
+    (rig.scq.ring, rig.scq.log) = (new_ring, log);
+}
+
+fn inline_send(rig: &mut Rig, i: u32) {
+    let small = rig.small;
+    rig.recv('b', &[sge(SMALL_VA, 4, small)]);
+    let mut w = wqe(hw::WR_SEND, SIGNALED, 0);
+    w.flags |= hw::WQE_FLAG_INLINE;
+    w.inline_len = 4;
+    rig.send('a', w, &[], &i.to_le_bytes());
+    assert_eq!(rig.cqe('r').status, hw::WC_SUCCESS);
+}
+
+#[test]
+fn a_resized_cq_goes_on_in_its_new_ring_with_what_was_not_polled() {
+    let mut rig = Rig::new();
+    let (ring8, ring4) = (RINGS + 0x2_0000, RINGS + 0x3_0000);
+    // 10 SENDs complete; 4 of their CQEs are polled, 6 are not.
+    for i in 0..10 {
+        inline_send(&mut rig, i);
+    }
+    for i in 0..4 {
+        assert_eq!(u32::from(rig.cqe('s').wqe_index), i);
+    }
+    let scq = rig.scq.cqn;
+
+    // Refused, the CQ unchanged: the 6 do not fit in 4, a depth out of range, the wrong
+    // pages, reserved bytes, no such CQ; a page list the NIC cannot read.
+    let bad: [(&str, hw::ResizeCqParams); 5] = [
+        ("6 unpolled in 4", resize_params(&mut rig, ring4, 2)),
+        ("depth 1", resize_params(&mut rig, ring4, 0)),
+        ("depth 2^16", resize_params(&mut rig, ring4, 16)),
+        (
+            "one page for 8 KiB",
+            hw::ResizeCqParams {
+                log_depth: 8,
+                ..resize_params(&mut rig, ring8, 3)
+            },
+        ),
+        (
+            "CQ 9",
+            hw::ResizeCqParams {
+                cqn: 9,
+                ..resize_params(&mut rig, ring8, 3)
+            },
+        ),
+    ];
+    for (what, p) in bad {
+        assert_eq!(
+            rig.run(hw::CMD_RESIZE_CQ, p.encode()).0,
+            hw::AQ_BAD_PARAM,
+            "{what}"
+        );
+    }
+    let mut raw = resize_params(&mut rig, ring8, 3).encode();
+    raw[5] = 1;
+    assert_eq!(
+        rig.run(hw::CMD_RESIZE_CQ, raw).0,
+        hw::AQ_BAD_PARAM,
+        "reserved"
+    );
+    let mut far = resize_params(&mut rig, ring8, 3);
+    far.ring.root = 0x7000_0000_0000;
+    assert_eq!(
+        rig.run(hw::CMD_RESIZE_CQ, far.encode()).0,
+        hw::AQ_BAD_ADDRESS
+    );
+    inline_send(&mut rig, 10);
+    assert_eq!(u32::from(rig.cqe('s').wqe_index), 4, "the CQ unchanged");
+
+    // To 8 CQEs: the result is the producer index (11); 6 unpolled are moved.
+    let p = resize_params(&mut rig, ring8, 3);
+    assert_eq!(rig.run(hw::CMD_RESIZE_CQ, p.encode()), (hw::AQ_OK, 11));
+    let mut old = vec![0u8; 32 << CQ_LOG];
+    rig.mem.dma_read(RINGS, &mut old).unwrap();
+    move_unpolled(&mut rig, ring8, 3, 11);
+    // 2 more complete into the new ring beside the 6 moved (8: full, not overrun).
+    for i in 11..13 {
+        inline_send(&mut rig, i);
+    }
+    for i in 5..13 {
+        assert_eq!(
+            u32::from(rig.cqe('s').wqe_index),
+            i,
+            "in order across the move"
+        );
+    }
+    assert!(rig.poll('s').is_none());
+    // Many laps of the new ring, polled as they come.
+    for i in 13..60 {
+        inline_send(&mut rig, i);
+        assert_eq!(u32::from(rig.cqe('s').wqe_index), i);
+    }
+    let mut now = vec![0u8; 32 << CQ_LOG];
+    rig.mem.dma_read(RINGS, &mut now).unwrap();
+    assert!(old == now, "the old ring was not written after the move");
+
+    // Smaller again: 3 unpolled fit in 4.
+    for i in 60..63 {
+        inline_send(&mut rig, i);
+    }
+    let p = resize_params(&mut rig, ring4, 2);
+    assert_eq!(rig.run(hw::CMD_RESIZE_CQ, p.encode()), (hw::AQ_OK, 63));
+    move_unpolled(&mut rig, ring4, 2, 63);
+    inline_send(&mut rig, 63);
+    for i in 60..64 {
+        assert_eq!(u32::from(rig.cqe('s').wqe_index), i);
+    }
+    assert_eq!(rig.nic.status() & hw::STATUS_FATAL, 0);
+    let ev = rig.events();
+    assert!(
+        !ev.contains(&(hw::EVENT_CQ_ERROR, scq)),
+        "no overrun, no lost ring: {ev:?}"
+    );
+    assert_eq!(rig.nic.cqs_in_use(), 2);
+}

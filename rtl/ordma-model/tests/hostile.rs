@@ -370,8 +370,8 @@ fn random_object_commands_never_break_the_engine() {
         for _ in 0..n {
             // QP commands twice as often: they need the most to succeed.
             let op = [
-                0, 1, 2, 3, 4, 5, 6, 7, 7, 8, 8, 9, 10, 11, 12, 13, 14, 14, 15, 16, 17, 11,
-            ][rng.below(22) as usize];
+                0, 1, 2, 3, 4, 5, 6, 7, 7, 8, 8, 9, 10, 11, 12, 13, 14, 14, 15, 16, 17, 11, 18,
+            ][rng.below(23) as usize];
             if (11..=13).contains(&op) {
                 // A doorbell, a translation or a completion.
                 match op {
@@ -679,11 +679,22 @@ fn random_object_commands_never_break_the_engine() {
                     (hw::CMD_CREATE_SRQ, p.encode())
                 }
                 15 => {
-                    let p = hw::ModifySrqParams {
+                    let mut p = hw::ModifySrqParams {
                         srqn: srqns[rng.below(srqns.len() as u64) as usize],
                         attr_mask: small(&mut rng, 4),
                         srq_limit: small(&mut rng, 70),
+                        ..Default::default()
                     };
+                    if p.attr_mask & hw::SRQ_ATTR_MAX_WR != 0 {
+                        // A resize (1.7): any ring, or a well-formed larger one.
+                        p.log_depth = small(&mut rng, 17) as u8;
+                        p.ring = page_list(&mut rng, &mem);
+                        if rng.below(2) == 0 {
+                            p.log_depth = 2 + rng.below(6) as u8;
+                            p.ring =
+                                valid_list(&mut rng, &mem, (64u64 << p.log_depth).div_ceil(4096));
+                        }
+                    }
                     (hw::CMD_MODIFY_SRQ, p.encode())
                 }
                 16 => {
@@ -693,6 +704,21 @@ fn random_object_commands_never_break_the_engine() {
                         resp_len: small(&mut rng, 40),
                     };
                     (hw::CMD_QUERY_SRQ, p.encode())
+                }
+                18 => {
+                    // A CQ resized (1.7): any ring, or a well-formed one of 32-byte CQEs.
+                    let log_depth = small(&mut rng, 17) as u8;
+                    let mut ring = page_list(&mut rng, &mem);
+                    if rng.below(2) == 0 {
+                        let bytes = 32u64 << log_depth.min(12);
+                        ring = valid_list(&mut rng, &mem, bytes.div_ceil(4096));
+                    }
+                    let p = hw::ResizeCqParams {
+                        cqn: cqns[rng.below(cqns.len() as u64) as usize],
+                        log_depth,
+                        ring,
+                    };
+                    (hw::CMD_RESIZE_CQ, p.encode())
                 }
                 _ => {
                     let num = srqns[rng.below(srqns.len() as u64) as usize];

@@ -62,8 +62,21 @@ fn modify_srq(r: &mut Rig, srqn: u32, attr_mask: u32, srq_limit: u32) -> u16 {
         srqn,
         attr_mask,
         srq_limit,
+        ..Default::default()
     };
     r.run(hw::CMD_MODIFY_SRQ, p.encode()).0
+}
+
+/// `CMD_MODIFY_SRQ` resizing SRQ `srqn` to a ring of `2^log_depth` slots at `ring` (and
+/// arming `limit` too if given).
+fn resize_params(r: &mut Rig, srqn: u32, ring: u64, log_depth: u8) -> hw::ModifySrqParams {
+    hw::ModifySrqParams {
+        srqn,
+        attr_mask: hw::SRQ_ATTR_MAX_WR,
+        srq_limit: 0,
+        log_depth,
+        ring: r.srq_params(ring, log_depth, SRQ_WQE_LOG, 2).wq.ring,
+    }
 }
 
 fn destroy(r: &mut Rig, opcode: u8, num: u32) -> u16 {
@@ -170,7 +183,8 @@ fn srq_commands_and_their_refusals() {
     );
     assert_eq!(
         modify_srq(&mut r, n, hw::SRQ_ATTR_MAX_WR, 8),
-        hw::AQ_BAD_PARAM
+        hw::AQ_BAD_PARAM,
+        "a resize without a ring"
     );
     assert_eq!(modify_srq(&mut r, n, 1 << 2, 0), hw::AQ_BAD_PARAM);
     assert_eq!(
@@ -636,4 +650,162 @@ fn a_destroyed_srqs_ring_is_never_read_again() {
         [0xee; 16],
         "the old ring's WQE was not used"
     );
+}
+
+#[test]
+fn a_resized_srq_takes_from_its_new_ring_where_it_left_off() {
+    let (mut r, n, r1, _) = setup(|_| {});
+    r.events();
+    let (small, big, a) = (r.small, r.big, r.a.qpn);
+    // Slots 0..5 posted (0 → 1 → … → 5), the free ones 5 → 6 → 7 (7 the last).
+    for slot in 0..5u16 {
+        put_srq(
+            &r,
+            SRQ_RING,
+            slot,
+            slot + 1,
+            &[sge(slot_va(slot), 0x2000, small)],
+        );
+    }
+    srq_db(&mut r, n, 5);
+    let mut sent = 0u64;
+    let mut send = |r: &mut Rig, want_slot: u16| {
+        sent += 1;
+        let data = bytes(sent, 700 + 100 * sent as usize);
+        let src = BIG_VA + 0x8_0000 * sent;
+        r.fill(src, &data);
+        r.send(
+            'a',
+            wqe(hw::WR_SEND, SIGNALED, 1),
+            &[sge(src, data.len() as u32, big)],
+            &[],
+        );
+        assert_eq!(r.cqe('s').status, hw::WC_SUCCESS, "send {sent}");
+        let c = r.cqe('r');
+        assert_eq!(
+            (c.status, c.qpn, c.src_qp, c.wqe_index, c.byte_len),
+            (hw::WC_SUCCESS, r1, a, want_slot, data.len() as u32),
+            "message {sent}"
+        );
+        assert_eq!(
+            r.read(slot_va(want_slot), data.len()),
+            data,
+            "message {sent}'s bytes"
+        );
+    };
+    send(&mut r, 0);
+    send(&mut r, 1);
+
+    // Refused, the SRQ unchanged: no larger, a ring of the wrong size, one the NIC cannot
+    // read, reserved bytes, a limit above the new max_wr, ring fields without a resize.
+    let bad: [(&str, hw::ModifySrqParams, u16); 6] = [
+        (
+            "the same depth",
+            resize_params(&mut r, n, SRQ_RING2, SRQ_LOG),
+            hw::AQ_BAD_PARAM,
+        ),
+        (
+            "smaller",
+            resize_params(&mut r, n, SRQ_RING2, SRQ_LOG - 1),
+            hw::AQ_BAD_PARAM,
+        ),
+        (
+            "2^16 slots",
+            resize_params(&mut r, n, SRQ_RING2, 16),
+            hw::AQ_BAD_PARAM,
+        ),
+        (
+            "a page list of one page for 2 pages",
+            hw::ModifySrqParams {
+                ring: r.srq_params(SRQ_RING2, 4, SRQ_WQE_LOG, 2).wq.ring,
+                ..resize_params(&mut r, n, SRQ_RING2, 7)
+            },
+            hw::AQ_BAD_PARAM,
+        ),
+        (
+            "a limit of 16 with 15 slots",
+            hw::ModifySrqParams {
+                attr_mask: hw::SRQ_ATTR_MAX_WR | hw::SRQ_ATTR_LIMIT,
+                srq_limit: 16,
+                ..resize_params(&mut r, n, SRQ_RING2, 4)
+            },
+            hw::AQ_BAD_PARAM,
+        ),
+        (
+            "a ring without the resize bit",
+            hw::ModifySrqParams {
+                attr_mask: hw::SRQ_ATTR_LIMIT,
+                ..resize_params(&mut r, n, SRQ_RING2, 4)
+            },
+            hw::AQ_BAD_PARAM,
+        ),
+    ];
+    for (what, p, want) in bad {
+        assert_eq!(r.run(hw::CMD_MODIFY_SRQ, p.encode()).0, want, "{what}");
+    }
+    let mut far = resize_params(&mut r, n, SRQ_RING2, 4);
+    far.ring.root = 0x7000_0000_0000;
+    assert_eq!(
+        r.run(hw::CMD_MODIFY_SRQ, far.encode()).0,
+        hw::AQ_BAD_ADDRESS,
+        "a page list the NIC cannot read"
+    );
+    let q = query_srq(&mut r, n);
+    assert_eq!((q.max_wr, q.wqe_count, q.srq_limit), (7, 3, 0), "unchanged");
+
+    // The consumer copies the 8 slots into a ring of 16 and links the new ones after its
+    // last free slot (7 → 8 → … → 15); the NIC moves to it, and arms a limit of 12, above
+    // the old max_wr, in the same command.
+    let mut old = vec![0u8; 8 << SRQ_WQE_LOG];
+    r.mem.dma_read(SRQ_RING, &mut old).unwrap();
+    r.mem.dma_write(SRQ_RING2, &old).unwrap();
+    for slot in 7..16u16 {
+        let mut b = [0u8; 2];
+        b.copy_from_slice(&(slot + 1).to_le_bytes());
+        let at = SRQ_RING2 + (u64::from(slot) << SRQ_WQE_LOG) + hw::SrqWqe::NEXT_OFFSET as u64;
+        r.mem.dma_write(at, &b).unwrap();
+    }
+    let p = hw::ModifySrqParams {
+        attr_mask: hw::SRQ_ATTR_MAX_WR | hw::SRQ_ATTR_LIMIT,
+        srq_limit: 12,
+        ..resize_params(&mut r, n, SRQ_RING2, 4)
+    };
+    assert_eq!(r.run(hw::CMD_MODIFY_SRQ, p.encode()).0, hw::AQ_OK);
+    let q = query_srq(&mut r, n);
+    assert_eq!(
+        (q.max_wr, q.max_sge, q.wqe_count, q.srq_limit),
+        (15, 2, 3, 12)
+    );
+    // The old ring is not read again: garbage there changes nothing.
+    r.mem
+        .dma_write(SRQ_RING, &vec![0xa5; 8 << SRQ_WQE_LOG])
+        .unwrap();
+
+    // 11 more WQEs (slots 5..=15), 14 posted and not taken: more than the old ring held.
+    for slot in 5..16u16 {
+        put_srq(
+            &r,
+            SRQ_RING2,
+            slot,
+            slot + 1,
+            &[sge(slot_va(slot), 0x2000, small)],
+        );
+    }
+    srq_db(&mut r, n, 16);
+    assert_eq!(query_srq(&mut r, n).wqe_count, 14);
+    let mut limits = Vec::new();
+    for slot in 2..16u16 {
+        send(&mut r, slot);
+        let ev = r.events();
+        limits.push(ev.contains(&(hw::EVENT_SRQ_LIMIT_REACHED, n)));
+    }
+    assert_eq!(
+        limits.iter().position(|&l| l),
+        Some(2),
+        "the limit of 12 fires when 11 are left (the third take), once: {limits:?}"
+    );
+    assert_eq!(limits.iter().filter(|&&l| l).count(), 1);
+    assert_eq!(query_srq(&mut r, n).wqe_count, 0);
+    let s = status(&r);
+    assert!(s.contains(" bad_wqes=0 "), "{s}");
 }

@@ -38,15 +38,19 @@ const SIGNALED: u32 = sys::ibv_send_flags_IBV_SEND_SIGNALED;
 /// Writes `cqe` at producer index `pi` of `cq`'s ring as the NIC does: the body, then
 /// the owner byte with the phase of that pass.
 fn nic_write(cq: &Cq, pi: u32, cqe: &Cqe) {
-    let off = ((pi & ((1 << cq.log_depth) - 1)) as usize) << CQE_LOG_SIZE_MIN;
+    // The ring's place and size (the NIC knows them; the lock is only how the test
+    // reads them), then the write without the lock, as the NIC's.
+    let (base, log) = {
+        let st = cq.state.lock();
+        (st.ring.mem.as_ptr(), st.ring.log_depth)
+    };
+    let off = ((pi & ((1 << log) - 1)) as usize) << CQE_LOG_SIZE_MIN;
     let body = cqe.encode();
     // SAFETY: a slot of the test's ring.
     unsafe {
-        ptr::copy_nonoverlapping(body.as_ptr(), cq.ring.as_ptr().add(off), body.len());
-        cq.ring
-            .as_ptr()
-            .add(off + CQE_OWNER_OFFSET)
-            .write_volatile(cqe_phase(pi, cq.log_depth));
+        ptr::copy_nonoverlapping(body.as_ptr(), base.add(off), body.len());
+        base.add(off + CQE_OWNER_OFFSET)
+            .write_volatile(cqe_phase(pi, log));
     }
 }
 
@@ -411,7 +415,7 @@ fn two_posters_a_nic_and_a_poller_run_at_once() {
                 let produced = db.0.load(Acquire) as u16;
                 // CAST: as the NIC counts.
                 while wqe as u16 != produced {
-                    if pi.wrapping_sub(record(cq)) >= 1 << cq.log_depth {
+                    if pi.wrapping_sub(record(cq)) >= cq.state.lock().ring.depth() {
                         assert!(Instant::now() < deadline, "the CQ stayed full");
                         std::thread::yield_now();
                         continue;
@@ -592,7 +596,9 @@ fn extended_polling_sees_what_poll_cq_sees() {
     assert_eq!(record(&cq), 2);
     assert_eq!(lock(&qp.sq).outstanding(), 0);
     // A CQE of no QP of this CQ: consumed, counted, EIO.
+    drop(st);
     nic_write(&cq, 2, &send_cqe(99, 0));
+    let mut st = cq.state.lock();
     assert_eq!(advance(&cq, &qps, &mut st), Err(libc::EIO));
     assert_eq!(st.bad_cqes, 1);
     end(&cq, &mut st);
@@ -644,4 +650,64 @@ fn extended_command_carries_the_driver_data_after_the_core() {
         offset_of!(ExCreateCqResp, drv),
         size_of::<sys::ib_uverbs_ex_create_cq_resp>()
     );
+}
+
+#[test]
+fn a_resize_moves_the_cqes_not_polled_into_the_new_ring_with_its_phase() {
+    assert_eq!(offset_of!(ResizeCqCmd, drv), size_of::<abi::IbvResizeCq>());
+    assert_eq!(offset_of!(ResizeCqCmd, drv), 24);
+    assert_eq!(size_of::<ResizeCqCmd>(), 24 + 16);
+    assert_eq!(offset_of!(ResizeCqResp, drv), 8);
+    assert_eq!(size_of::<ResizeCqResp>(), 8 + 8);
+    // A ring of 4 on its third pass: CQEs 9..13 written (slots 1, 2, 3, 0), 9 the next
+    // to poll; the NIC's index at the move is 13 (mod 2^16).
+    let cq = new_cq(4).expect("a CQ");
+    for i in 9..13u32 {
+        nic_write(&cq, i, &send_cqe(7, 100 + i as u16));
+    }
+    let st = cq.state.lock();
+    assert_eq!(st.ring.depth(), 4);
+    for log in [3u8, 2, 4] {
+        let new = CqRing::new(log).expect("a ring");
+        new.stale_from(9);
+        move_unpolled(&st.ring, &new, 9, 13);
+        for i in 9..13u32 {
+            let c = next_cqe(&new, i).expect("moved");
+            assert_eq!(
+                (c.qpn, c.wqe_index),
+                (7, 100 + i as u16),
+                "CQE {i} in 2^{log}"
+            );
+        }
+        assert!(
+            next_cqe(&new, 13).is_none(),
+            "nothing past the move in 2^{log}"
+        );
+        for i in 13..9 + new.depth() {
+            assert!(
+                next_cqe(&new, i).is_none(),
+                "slot of {i} in 2^{log} reads old"
+            );
+        }
+    }
+    // Without the marking, a zeroed ring of 8 at index 13 (its second pass: phase 0)
+    // would read every slot as new.
+    assert!(next_cqe(&CqRing::new(3).expect("a ring"), 13).is_some());
+    // The consumer index is free-running in 32 bits, the NIC's in 16: at the wrap of
+    // both, 3 CQEs to move.
+    let new = CqRing::new(3).expect("a ring");
+    new.stale_from(0x1_fffe);
+    move_unpolled(&st.ring, &new, 0x1_fffe, 1);
+    for i in [0x1_fffe, 0x1_ffff, 0x2_0000] {
+        assert!(next_cqe(&new, i).is_some(), "CQE {i:#x} moved");
+    }
+    assert!(next_cqe(&new, 0x2_0001).is_none());
+    // An old CQE in its slot of a new ring of 8 has the new phase: index 9 is slot 1 on
+    // the second pass of 8 (phase 0), not the old ring's third pass of 4 (phase 1).
+    let new = CqRing::new(3).expect("a ring");
+    move_unpolled(&st.ring, &new, 9, 10);
+    // SAFETY: slot 1 of the test's new ring.
+    let owner = unsafe { new.slot(9).add(CQE_OWNER_OFFSET).read_volatile() };
+    assert_eq!(owner, cqe_phase(9, 3));
+    assert_eq!(cqe_phase(9, 3), 0);
 }

@@ -170,3 +170,70 @@ fn slots_come_back_in_completion_order_and_are_posted_again() {
     assert_eq!(r.retire(3), Some(11));
     assert_eq!(r.posted(), 9);
 }
+
+#[test]
+fn a_grown_ring_keeps_every_slot_and_links_the_new_ones_after_the_last_free() {
+    assert_eq!(
+        offset_of!(ModifySrqCmd, drv),
+        size_of::<abi::IbvModifySrq>()
+    );
+    assert_eq!(offset_of!(ModifySrqCmd, drv), 24);
+    assert_eq!(size_of::<ModifySrqCmd>(), 24 + 16);
+    let s = srq();
+    let db = RecordingDb::default();
+    // 7 posted (full), slots 2 and 5 given back: free 7 -> 2 -> 5, 5 the last.
+    for id in 0..7 {
+        assert_eq!(
+            post(&s, &db, &mut recv_wr(id, &mut [sge(0x1000 * id, 8, 3)])),
+            Ok(())
+        );
+    }
+    {
+        let mut r = lock(&s.ring);
+        assert_eq!(r.retire(2), Some(2));
+        assert_eq!(r.retire(5), Some(5));
+    }
+    let old = lock(&s.ring);
+    assert_eq!(old.grown(3).err(), Some(libc::EINVAL), "no larger");
+    assert_eq!(old.grown(16).err(), Some(libc::EINVAL), "beyond 2^15");
+    let mut g = old.grown(5).expect("32 slots");
+    assert_eq!((g.depth(), g.max_wr(), g.posted()), (32, 31, 7));
+    for i in 0..8u16 {
+        let size = 64usize;
+        let was = &old.mem_bytes()[usize::from(i) * size..][..size];
+        if i != 5 {
+            assert_eq!(g.wqe(i), was, "slot {i} copied as it was");
+        }
+    }
+    assert_eq!(
+        SrqWqe::next_of(g.wqe(5)),
+        Some(8),
+        "the last free slot leads on to 8"
+    );
+    for i in 8..31u16 {
+        assert_eq!(SrqWqe::next_of(g.wqe(i)), Some(i + 1));
+    }
+    drop(old);
+    *lock(&s.ring) = g;
+    // 26 more fit now (5 are held; the free 7, 2, 5, 8..=30; 31 the spare).
+    for id in 100..126 {
+        assert_eq!(post(&s, &db, &mut recv_wr(id, &mut [])), Ok(()), "WR {id}");
+    }
+    assert_eq!(post(&s, &db, &mut recv_wr(126, &mut [])), Err(libc::ENOMEM));
+    let mut r = lock(&s.ring);
+    assert_eq!(r.posted(), 33);
+    assert_eq!(
+        r.retire(0),
+        Some(0),
+        "a WQE posted before the resize keeps its wr_id"
+    );
+    assert_eq!(
+        r.retire(7),
+        Some(100),
+        "the old spare took the first one after"
+    );
+    assert_eq!(r.retire(5), Some(102));
+    assert_eq!(r.retire(8), Some(103), "then the new slots");
+    assert_eq!(r.retire(30), Some(125));
+    assert_eq!(r.retire(31), None, "the spare");
+}

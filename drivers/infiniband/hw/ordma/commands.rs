@@ -212,14 +212,20 @@ impl Nic<'_> {
         self.queue_num("CREATE_SRQ", srqn)
     }
 
-    /// `CMD_MODIFY_SRQ`: arms (or, with 0, disarms) SRQ `srqn`'s limit.
-    pub(crate) fn modify_srq_limit(&self, srqn: u32, srq_limit: u32) -> Result {
-        let p = hw::ModifySrqParams {
-            srqn,
-            attr_mask: hw::SRQ_ATTR_LIMIT,
-            srq_limit,
-        };
-        self.admin(hw::CMD_MODIFY_SRQ, p.encode()).map(|_| ())
+    /// `CMD_RESIZE_CQ` (1.7): the CQ's producer index at the move (mod 2^16); `EINVAL`
+    /// when the NIC refuses (the CQEs not yet polled do not fit, or the CQ is broken).
+    pub(crate) fn resize_cq(&self, p: &hw::ResizeCqParams) -> Result<u32, Failed> {
+        let pi = self.command_refusable(hw::CMD_RESIZE_CQ, p.encode(), Some(EINVAL))?;
+        u32::try_from(pi)
+            .ok()
+            .filter(|&pi| pi <= u32::from(u16::MAX))
+            .ok_or_else(Failed::nonsense)
+    }
+
+    /// `CMD_MODIFY_SRQ`: a resize (1.7) and the limit armed (or, with 0, disarmed), as
+    /// `p.attr_mask` says.
+    pub(crate) fn modify_srq(&self, p: &hw::ModifySrqParams) -> Result<(), Failed> {
+        self.command(hw::CMD_MODIFY_SRQ, p.encode()).map(|_| ())
     }
 
     /// `CMD_QUERY_SRQ`.

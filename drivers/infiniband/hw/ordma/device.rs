@@ -190,7 +190,7 @@ impl<'bound> OrdmaDevice<'bound> {
             );
         }
         let changes = nic.port_changes();
-        let verbs = OrdmaIb::new(nic.clone(), attrs, port)?;
+        let verbs = OrdmaIb::new(nic.clone(), minor, attrs, port)?;
         let r = ib::Registration::new(pdev.as_ref(), attrs.node_guid, verbs, nic.ib_events.clone())
             .inspect_err(|e| dev_err!(pdev, "ib_device registration failed: {e:?}\n"))?;
         // A port change between ib_core's first look and the events' attachment would

@@ -279,6 +279,18 @@ impl<'bound> Nic<'bound> {
         opcode: u8,
         params: [u8; hw::AQ_SQE_SIZE - 8],
     ) -> Result<u64, Failed> {
+        self.command_refusable(opcode, params, None)
+    }
+
+    /// As [`Nic::command`], but with `refused`, a `BAD_PARAM` answer is that errno and not
+    /// logged: for a command whose refusal depends on state only the NIC knows (a CQ
+    /// resized below the completions it holds).
+    pub(crate) fn command_refusable(
+        &self,
+        opcode: u8,
+        params: [u8; hw::AQ_SQE_SIZE - 8],
+        refused: Option<Error>,
+    ) -> Result<u64, Failed> {
         let f = match self.admin.execute(&self.bar, opcode, params) {
             Ok(result) => return Ok(result),
             Err(f) => f,
@@ -305,6 +317,7 @@ impl<'bound> Nic<'bound> {
             }
             // The NIC's table is full: the caller's ENOMEM, not a NIC failure.
             Failure::Status(hw::AQ_NO_RESOURCES) => ENOMEM,
+            Failure::Status(hw::AQ_BAD_PARAM) if refused.is_some() => refused.unwrap_or(EINVAL),
             Failure::Status(status) => {
                 self.verbs_log_limit.log(self.pdev, || {
                     dev_err!(

@@ -178,6 +178,17 @@ impl NicMemory {
     }
 }
 
+/// One object's memory, for [`Nic::create_reaching`] and [`Nic::destroy_reaching`], which
+/// take several (a CQ's ring and its record, pinned and released apart).
+impl IntoIterator for NicMemory {
+    type Item = NicMemory;
+    type IntoIter = core::iter::Once<NicMemory>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        core::iter::once(self)
+    }
+}
+
 impl<'bound> Nic<'bound> {
     /// Runs `create`, the command that makes an object reaching `memory` (a queue on
     /// doorbell page `db_page`, if given). When the NIC may have carried it out without
@@ -185,17 +196,19 @@ impl<'bound> Nic<'bound> {
     /// or out of range), it may have made the object and be reading the memory: the memory
     /// is retired (kept until the NIC is stopped) and the page kept out of the pool. A
     /// refusal, or a command never sent (a dead NIC), leaves nothing to wait for.
-    pub(crate) fn create_reaching(
+    pub(crate) fn create_reaching<M: IntoIterator<Item = NicMemory>>(
         &self,
-        memory: NicMemory,
+        memory: M,
         db_page: Option<u32>,
         create: impl FnOnce() -> Result<u32, Failed>,
-    ) -> Result<(u32, NicMemory)> {
+    ) -> Result<(u32, M)> {
         match create() {
             Ok(num) => Ok((num, memory)),
             Err(f) => {
                 if f.may_have_run {
-                    self.retire(memory);
+                    for m in memory {
+                        self.retire(m);
+                    }
                     if let Some(page) = db_page {
                         self.doorbells.keep(page);
                     }
@@ -216,12 +229,12 @@ impl<'bound> Nic<'bound> {
         &self,
         what: &str,
         num: u32,
-        memory: Option<NicMemory>,
+        memory: impl IntoIterator<Item = NicMemory>,
         db_page: Option<u32>,
         destroy: impl FnOnce() -> Result,
     ) {
         let Err(e) = destroy() else {
-            drop(memory);
+            drop(memory.into_iter());
             return;
         };
         if !self.is_dead() {
@@ -233,7 +246,7 @@ impl<'bound> Nic<'bound> {
                 )
             });
         }
-        if let Some(m) = memory {
+        for m in memory {
             self.retire(m);
         }
         if let Some(page) = db_page {

@@ -36,7 +36,9 @@ pub(crate) use generated::{
     ordma_ibv_create_cq_cmd as CreateCqCmd, ordma_ibv_create_cq_resp as CreateCqResp,
     ordma_ibv_create_qp_cmd as CreateQpCmd, ordma_ibv_create_qp_resp as CreateQpResp,
     ordma_ibv_create_srq_cmd as CreateSrqCmd, ordma_ibv_create_srq_resp as CreateSrqResp,
-    ORDMA_DB_PAGE_SIZE as DB_PAGE_SIZE, ORDMA_UVERBS_ABI_VERSION as UVERBS_ABI_VERSION,
+    ordma_ibv_modify_srq_cmd as ModifySrqCmd, ordma_ibv_resize_cq_cmd as ResizeCqCmd,
+    ordma_ibv_resize_cq_resp as ResizeCqResp, ORDMA_DB_PAGE_SIZE as DB_PAGE_SIZE,
+    ORDMA_UVERBS_ABI_VERSION as UVERBS_ABI_VERSION,
 };
 
 // The doorbell page a context maps is what the CPU maps: a page. The module does not build
@@ -79,6 +81,20 @@ unsafe impl ib::Uapi for CreateQpResp {
 // fields, every padding byte named, 16 bytes.
 unsafe impl ib::Uapi for CreateSrqCmd {
     // Introduced whole (ABI version 1, interface 1.2).
+    const MIN_SIZE: usize = size_of::<Self>();
+}
+// SAFETY: generated from the uapi header: `__u32`, `__u8`, `__u16` and `__aligned_u64`
+// fields, every padding byte named, 16 bytes.
+unsafe impl ib::Uapi for ResizeCqCmd {
+    const MIN_SIZE: usize = size_of::<Self>();
+}
+// SAFETY: generated from the uapi header: `__u32` fields only, 8 bytes.
+unsafe impl ib::Uapi for ResizeCqResp {
+    const MIN_SIZE: usize = size_of::<Self>();
+}
+// SAFETY: generated from the uapi header: `__u32`, `__u8`, `__u16` and `__aligned_u64`
+// fields, every padding byte named, 16 bytes.
+unsafe impl ib::Uapi for ModifySrqCmd {
     const MIN_SIZE: usize = size_of::<Self>();
 }
 // SAFETY: generated from the uapi header: `__u32` fields only, 8 bytes.

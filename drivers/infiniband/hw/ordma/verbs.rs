@@ -33,6 +33,8 @@ pub(crate) struct OrdmaIb<'bound> {
     pub(crate) port: hw::PortAttrs,
     /// The port as ib_core sees it: InfiniBand or RoCEv2, as the NIC said.
     ports: [PortDesc; 1],
+    /// The NIC's interface minor version (major 1): what it can do beyond 1.0.
+    minor: u16,
 }
 
 impl<'bound> OrdmaIb<'bound> {
@@ -51,6 +53,7 @@ impl<'bound> OrdmaIb<'bound> {
     /// a GID table.
     pub(crate) fn new(
         nic: Arc<Nic<'bound>>,
+        minor: u16,
         attrs: hw::DeviceAttrs,
         port: hw::PortAttrs,
     ) -> Result<Self> {
@@ -86,6 +89,7 @@ impl<'bound> OrdmaIb<'bound> {
                 gid_tbl_len,
                 pkey_tbl_len: 1,
             }],
+            minor,
         })
     }
 }
@@ -154,6 +158,7 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
             } else {
                 ib::AtomicCap::None
             },
+            srq_resize: self.srq_limits().resize,
         })
     }
 
@@ -265,13 +270,18 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
         caller: ib::Caller<'a, Self>,
         init: &'a ib::CqInit,
     ) -> impl PinInit<Cq<'bound>, Error> + 'a {
-        match caller {
-            ib::Caller::User(u) => {
-                Cq::new(&self.nic, u.uctx, init, self.max_cqe(), u.pages, u.udata)
-            }
+        pin_init::pin_init_scope(move || {
             // A kernel CQ would need the fast path (poll, arm) in the kernel.
-            ib::Caller::Kernel => Err(EOPNOTSUPP),
-        }
+            let ib::Caller::User(u) = caller else {
+                return Err(EOPNOTSUPP);
+            };
+            Cq::new(&self.nic, u.uctx, init, self.max_cqe(), u.pages, u.udata)
+        })
+    }
+
+    fn resize_cq(&self, cq: &Cq<'bound>, cqe: u32, user: ib::UserModify<'_>) -> Result {
+        // `RESIZE_CQ` from 1.7 on.
+        cq.resize(cqe, self.max_cqe(), self.minor >= 7, user)
     }
 
     fn create_qp<'a>(
@@ -319,15 +329,21 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
         pd: &'a Pd<'bound>,
         init: &'a ib::SrqInit,
     ) -> impl PinInit<Srq<'bound>, Error> + 'a {
-        let limits = SrqLimits {
-            max_wr: self.max_srq_wr(),
-            max_sge: self.attrs.max_srq_sge,
-        };
-        match caller {
-            ib::Caller::User(u) => Srq::new(&self.nic, u.uctx, pd, init, &limits, u.pages, u.udata),
+        pin_init::pin_init_scope(move || {
             // A kernel SRQ would need the fast path (post_srq_recv) in the kernel.
-            ib::Caller::Kernel => Err(EOPNOTSUPP),
-        }
+            let ib::Caller::User(u) = caller else {
+                return Err(EOPNOTSUPP);
+            };
+            Srq::new(
+                &self.nic,
+                u.uctx,
+                pd,
+                init,
+                &self.srq_limits(),
+                u.pages,
+                u.udata,
+            )
+        })
     }
 
     fn modify_srq(
@@ -335,9 +351,9 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
         srq: &Srq<'bound>,
         attr: &ib::SrqAttr,
         mask: ib::SrqAttrMask,
-        udata: Option<&ib::Udata<'_>>,
+        user: Option<ib::UserModify<'_>>,
     ) -> Result {
-        srq.modify(attr, mask, udata)
+        srq.modify(attr, mask, user, &self.srq_limits())
     }
 
     fn query_srq(&self, srq: &Srq<'bound>) -> Result<ib::SrqAttr> {
@@ -368,5 +384,15 @@ impl OrdmaIb<'_> {
     /// Work requests per SRQ, likewise (the deepest ring has one slot free).
     fn max_srq_wr(&self) -> u32 {
         self.attrs.max_srq_wr.min(MAX_QUEUE_DEPTH - 1)
+    }
+
+    /// What an SRQ is checked against.
+    fn srq_limits(&self) -> SrqLimits {
+        SrqLimits {
+            max_wr: self.max_srq_wr(),
+            max_sge: self.attrs.max_srq_sge,
+            // `MODIFY_SRQ` resizes from 1.7 on.
+            resize: self.minor >= 7,
+        }
     }
 }

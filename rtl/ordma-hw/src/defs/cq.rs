@@ -95,3 +95,55 @@ impl CreateCqParams {
         })
     }
 }
+
+/// Admin command (1.7): move a CQ to a new ring ([`ResizeCqParams`]); the result is the
+/// CQ's producer index at the move (the CQEs it had written, free-running mod 2^16).
+pub const CMD_RESIZE_CQ: u8 = 0x15;
+
+/// `CMD_RESIZE_CQ` parameters (1.7).
+///
+/// Layout in `params`: `cqn` u32 @0, `log_depth` u8 @4, reserved u8 @5, `page_shift` u8 @6,
+/// `pt_levels` u8 @7, `pt_root` u64 @8, `npages` u32 @16, the rest (@20..56) zero. The new
+/// ring has `2^log_depth` CQEs of the CQ's CQE size, from the first byte of its first page,
+/// exactly as many pages as they need; the CQ keeps its doorbell record, its counts and its
+/// arming. The CQEs the consumer has not polled yet (after the record's index) must fit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResizeCqParams {
+    /// The CQ.
+    pub cqn: u32,
+    /// log2 of the new ring's CQEs, 1..=[`MAX_QUEUE_LOG_DEPTH`].
+    pub log_depth: u8,
+    /// The new ring's pages.
+    pub ring: PageList,
+}
+
+impl ResizeCqParams {
+    /// Encodes into an admin command's parameters.
+    pub fn encode(&self) -> Params {
+        let mut p = [0u8; AQ_SQE_SIZE - 8];
+        put_le32(&mut p, 0, self.cqn);
+        p[4] = self.log_depth;
+        p[6] = self.ring.page_shift;
+        p[7] = self.ring.levels;
+        put_le64(&mut p, 8, self.ring.root);
+        put_le32(&mut p, 16, self.ring.npages);
+        p
+    }
+
+    /// Decodes; `None` if a reserved byte is not zero.
+    pub fn decode(p: &Params) -> Option<Self> {
+        if p[5] != 0 || !zero(p, 20..p.len()) {
+            return None;
+        }
+        Some(Self {
+            cqn: get_le32(p, 0)?,
+            log_depth: p[4],
+            ring: PageList {
+                root: get_le64(p, 8)?,
+                npages: get_le32(p, 16)?,
+                page_shift: p[6],
+                levels: p[7],
+            },
+        })
+    }
+}

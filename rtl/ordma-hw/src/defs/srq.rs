@@ -14,7 +14,7 @@ use super::*;
 /// Admin command: create a shared receive queue ([`CreateSrqParams`]); the result is the
 /// SRQN.
 pub const CMD_CREATE_SRQ: u8 = 0x0d;
-/// Admin command: arm an SRQ's limit ([`ModifySrqParams`]).
+/// Admin command: arm an SRQ's limit, or resize it (1.7) ([`ModifySrqParams`]).
 pub const CMD_MODIFY_SRQ: u8 = 0x0e;
 /// Admin command: query an SRQ into a [`SrqAttrs`] buffer ([`QuerySrqParams`]).
 pub const CMD_QUERY_SRQ: u8 = 0x0f;
@@ -28,7 +28,8 @@ pub const EVENT_SRQ_LIMIT_REACHED: u8 = 11;
 /// every WQE it took has its completion (`data` = QPN; `IB_EVENT_QP_LAST_WQE_REACHED`).
 pub const EVENT_QP_LAST_WQE_REACHED: u8 = 12;
 
-/// `CMD_MODIFY_SRQ` mask bit: resize (`IB_SRQ_MAX_WR`); not supported (`AQ_BAD_PARAM`).
+/// `CMD_MODIFY_SRQ` mask bit: resize (`IB_SRQ_MAX_WR`, interface 1.7; `AQ_BAD_PARAM`
+/// before): a larger ring replaces the SRQ's, whose slots it begins with, links and all.
 pub const SRQ_ATTR_MAX_WR: u32 = 1 << 0;
 /// `CMD_MODIFY_SRQ` mask bit: arm the limit (`IB_SRQ_LIMIT`).
 pub const SRQ_ATTR_LIMIT: u32 = 1 << 1;
@@ -101,15 +102,24 @@ impl CreateSrqParams {
 /// `CMD_MODIFY_SRQ` parameters.
 ///
 /// Layout in `params`: `srqn` u32 @0, `attr_mask` u32 @4 (`SRQ_ATTR_*`), `srq_limit` u32
-/// @8, the rest zero.
+/// @8, then the new ring of a resize ([`SRQ_ATTR_MAX_WR`], interface 1.7; zero without
+/// it): `log_depth` u8 @12, `page_shift` u8 @13, `pt_levels` u8 @14, reserved u8 @15,
+/// `pt_root` u64 @16, `npages` u32 @24, the rest (@28..56) zero.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ModifySrqParams {
     /// The SRQ.
     pub srqn: u32,
-    /// `SRQ_ATTR_*`: only [`SRQ_ATTR_LIMIT`] is supported.
+    /// `SRQ_ATTR_*`.
     pub attr_mask: u32,
-    /// The limit to arm (0 disarms), at most the SRQ's `max_wr`.
+    /// The limit to arm (0 disarms), at most the SRQ's `max_wr` (after a resize in the
+    /// same command, the new one).
     pub srq_limit: u32,
+    /// The resized ring ([`SRQ_ATTR_MAX_WR`]): `2^log_depth` slots, more than the SRQ has,
+    /// of the SRQ's WQE size, whose first slots hold the old ring's bytes; all zero
+    /// without a resize.
+    pub log_depth: u8,
+    /// Its pages.
+    pub ring: PageList,
 }
 
 impl ModifySrqParams {
@@ -119,16 +129,30 @@ impl ModifySrqParams {
         put_le32(&mut p, 0, self.srqn);
         put_le32(&mut p, 4, self.attr_mask);
         put_le32(&mut p, 8, self.srq_limit);
+        p[12] = self.log_depth;
+        p[13] = self.ring.page_shift;
+        p[14] = self.ring.levels;
+        put_le64(&mut p, 16, self.ring.root);
+        put_le32(&mut p, 24, self.ring.npages);
         p
     }
 
     /// Decodes; `None` if a reserved byte is not zero.
     pub fn decode(p: &Params) -> Option<Self> {
-        zero(p, 12..p.len()).then_some(())?;
+        if p[15] != 0 || !zero(p, 28..p.len()) {
+            return None;
+        }
         Some(Self {
             srqn: get_le32(p, 0)?,
             attr_mask: get_le32(p, 4)?,
             srq_limit: get_le32(p, 8)?,
+            log_depth: p[12],
+            ring: PageList {
+                root: get_le64(p, 16)?,
+                npages: get_le32(p, 24)?,
+                page_shift: p[13],
+                levels: p[14],
+            },
         })
     }
 }

@@ -170,12 +170,13 @@ impl Nic {
                 (hw::AQ_BAD_PARAM, 0)
             }
             hw::CMD_DESTROY_CQ => self.destroy_cq(cmd),
+            hw::CMD_RESIZE_CQ => self.resize_cq(cmd, mem),
             hw::CMD_CREATE_QP => self.create_qp(cmd, mem),
             hw::CMD_MODIFY_QP => self.modify_qp(cmd, mem),
             hw::CMD_QUERY_QP => self.query_qp(cmd, mem),
             hw::CMD_DESTROY_QP => self.destroy_qp(cmd),
             hw::CMD_CREATE_SRQ => self.create_srq(cmd, mem),
-            hw::CMD_MODIFY_SRQ => self.modify_srq(cmd),
+            hw::CMD_MODIFY_SRQ => self.modify_srq(cmd, mem),
             hw::CMD_QUERY_SRQ => self.query_srq(cmd, mem),
             hw::CMD_DESTROY_SRQ => self.destroy_srq(cmd),
             hw::CMD_SET_GID => self.set_gid(cmd),

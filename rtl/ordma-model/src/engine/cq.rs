@@ -1,5 +1,5 @@
-//! Completion queues: `CMD_CREATE_CQ`, `CMD_DESTROY_CQ`, arming, and the data path's
-//! writing of completions.
+//! Completion queues: `CMD_CREATE_CQ`, `CMD_RESIZE_CQ` (1.7), `CMD_DESTROY_CQ`, arming,
+//! and the data path's writing of completions.
 //!
 //! A CQ is a ring of `2^log_depth` CQEs in host memory (a page list, as the driver pinned
 //! it) plus an 8-byte doorbell record in host memory where the consumer publishes its
@@ -133,6 +133,58 @@ impl Nic {
             }
             None => (hw::AQ_BAD_PARAM, 0),
         }
+    }
+
+    /// `CMD_RESIZE_CQ` (1.7): moves CQ `cqn` to a new ring; the result is its producer
+    /// index (the CQEs written so far, mod 2^16).
+    ///
+    /// From here on CQE `i` goes to slot `i mod` the new depth, with the new ring's phase
+    /// for it; the old ring is never written again. The consumer, which holds its CQ's lock
+    /// across the command, copies the CQEs it has not polled (from its record's index up to
+    /// the result) into the new ring itself: they must fit, or the CQ stays as it was
+    /// (`AQ_BAD_PARAM`), as it does for a broken CQ, a depth out of range or a page list of
+    /// the wrong shape (`AQ_BAD_ADDRESS` for one the NIC cannot read, or an unreadable
+    /// record). The doorbell record, the counts and the arming stay.
+    pub(super) fn resize_cq(&mut self, cmd: &hw::AdminCmd, mem: &dyn Dma) -> Outcome {
+        let Some(p) = hw::ResizeCqParams::decode(&cmd.params) else {
+            return (hw::AQ_BAD_PARAM, 0);
+        };
+        let Some(&cq) = self.cqs.get_index(p.cqn) else {
+            return (hw::AQ_BAD_PARAM, 0);
+        };
+        let depth_ok = (1..=hw::MAX_QUEUE_LOG_DEPTH).contains(&p.log_depth)
+            && (1u32 << p.log_depth) <= self.config.attrs.max_cqe;
+        let bytes = 1u64 << (u32::from(p.log_depth) + u32::from(cq.log_cqe_size)).min(32);
+        if cq.broken || !depth_ok || !self.page_list_ok(&p.ring, bytes) {
+            return (hw::AQ_BAD_PARAM, 0);
+        }
+        if let Err(e) = pages::validate(mem, &p.ring) {
+            return (e.status(), 0);
+        }
+        let mut rec = [0u8; 8];
+        if self.gate(mem).dma_read(cq.db_record, &mut rec).is_err() {
+            return (hw::AQ_BAD_ADDRESS, 0);
+        }
+        // CAST: the record's index is free-running mod 2^16 in its low half.
+        let ci = u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]) as u16;
+        let unpolled = cq.pi.wrapping_sub(ci);
+        // A record past the producer is nonsense; more unpolled CQEs than the new ring
+        // holds do not fit.
+        if unpolled > cq.depth() || u32::from(unpolled) > 1u32 << p.log_depth {
+            return (hw::AQ_BAD_PARAM, 0);
+        }
+        if let Some(c) = self.cqs.get_index_mut(p.cqn) {
+            c.log_depth = p.log_depth;
+            c.ring = p.ring;
+            c.ci = ci;
+        }
+        debug!(
+            cqn = p.cqn,
+            log_depth = p.log_depth,
+            pi = cq.pi,
+            "CQ resized"
+        );
+        (hw::AQ_OK, u64::from(cq.pi))
     }
 
     /// Whether `list` is a page list the NIC takes for a ring of `bytes`: a consistent

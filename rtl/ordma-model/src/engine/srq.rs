@@ -1,6 +1,6 @@
-//! Shared receive queues: `CMD_CREATE_SRQ`, `CMD_MODIFY_SRQ`, `CMD_QUERY_SRQ`,
-//! `CMD_DESTROY_SRQ`, the `DB_SRQ` doorbell, and the responder's taking of a WQE from an
-//! SRQ for a QP attached to it.
+//! Shared receive queues: `CMD_CREATE_SRQ`, `CMD_MODIFY_SRQ` (its limit, a resize),
+//! `CMD_QUERY_SRQ`, `CMD_DESTROY_SRQ`, the `DB_SRQ` doorbell, and the responder's taking
+//! of a WQE from an SRQ for a QP attached to it.
 //!
 //! An SRQ is a ring of receive WQEs in host memory whose slots are linked: each WQE names
 //! the slot of the next one (`hw::SrqWqe::next`), so the consumer can give slots back in
@@ -119,24 +119,64 @@ impl Nic {
         }
     }
 
-    /// `CMD_MODIFY_SRQ`: arms (or, with 0, disarms) the limit; a resize is not supported.
-    pub(super) fn modify_srq(&mut self, cmd: &hw::AdminCmd) -> Outcome {
+    /// `CMD_MODIFY_SRQ`: resizes (1.7) and arms (or, with 0, disarms) the limit, all or
+    /// nothing: a parameter it refuses leaves the SRQ as it was.
+    ///
+    /// A resize gives the SRQ a larger ring of the same WQE size, whose first slots hold
+    /// the old ring's bytes (the consumer copied them, links and all, and linked the new
+    /// slots after its last free one): the next WQE to take stays in the same slot, the
+    /// counts of WQEs posted and taken go on, and from here on the old ring is never read.
+    pub(super) fn modify_srq(&mut self, cmd: &hw::AdminCmd, mem: &dyn Dma) -> Outcome {
         let Some(p) = hw::ModifySrqParams::decode(&cmd.params) else {
             return (hw::AQ_BAD_PARAM, 0);
         };
-        let Some(srq) = self.srqs.get_index_mut(p.srqn) else {
+        let Some(&srq) = self.srqs.get_index(p.srqn) else {
             return (hw::AQ_BAD_PARAM, 0);
         };
-        if p.attr_mask & !hw::SRQ_ATTR_LIMIT != 0 {
+        if p.attr_mask & !(hw::SRQ_ATTR_LIMIT | hw::SRQ_ATTR_MAX_WR) != 0 {
+            return (hw::AQ_BAD_PARAM, 0);
+        }
+        let mut new = srq;
+        if p.attr_mask & hw::SRQ_ATTR_MAX_WR != 0 {
+            let q = hw::WorkQueue {
+                log_depth: p.log_depth,
+                log_wqe_size: srq.wq.log_wqe_size,
+                ring: p.ring,
+            };
+            // Larger only: every slot the consumer or a QP holds keeps its number.
+            let depth_ok = q.log_depth > srq.wq.log_depth
+                && q.log_depth <= hw::MAX_QUEUE_LOG_DEPTH
+                && (1u32 << q.log_depth) - 1 <= self.config.attrs.max_srq_wr;
+            let bytes = 1u64 << (u32::from(q.log_depth) + u32::from(q.log_wqe_size)).min(32);
+            if !depth_ok || !self.page_list_ok(&q.ring, bytes) {
+                return (hw::AQ_BAD_PARAM, 0);
+            }
+            if let Err(e) = pages::validate(mem, &q.ring) {
+                return (e.status(), 0);
+            }
+            new.wq = WorkQueue {
+                pi: srq.wq.pi,
+                ci: srq.wq.ci,
+                ..WorkQueue::new(&q)
+            };
+        } else if p.log_depth != 0 || p.ring != hw::PageList::default() {
             return (hw::AQ_BAD_PARAM, 0);
         }
         if p.attr_mask & hw::SRQ_ATTR_LIMIT != 0 {
-            if p.srq_limit > srq.max_wr() {
+            if p.srq_limit > new.max_wr() {
                 return (hw::AQ_BAD_PARAM, 0);
             }
-            srq.limit = p.srq_limit;
-            debug!(srqn = p.srqn, limit = p.srq_limit, "SRQ limit armed");
+            new.limit = p.srq_limit;
         }
+        if let Some(s) = self.srqs.get_index_mut(p.srqn) {
+            *s = new;
+        }
+        debug!(
+            srqn = p.srqn,
+            max_wr = new.max_wr(),
+            limit = new.limit,
+            "SRQ modified"
+        );
         (hw::AQ_OK, 0)
     }
 

@@ -66,6 +66,8 @@ pub struct Cq {
     pub ring: u64,
     pub record: u64,
     pub ci: u32,
+    /// log2 of its depth: `CQ_LOG` until a resize.
+    pub log: u8,
 }
 
 pub struct Qp {
@@ -190,6 +192,7 @@ impl Rig {
             ring,
             record,
             ci: 0,
+            log: CQ_LOG,
         }
     }
 
@@ -412,6 +415,7 @@ impl Rig {
             ring: 0,
             record: 0,
             ci: 0,
+            log: CQ_LOG,
         };
         let dq = || Qp {
             qpn: 0,
@@ -626,10 +630,10 @@ impl Rig {
         } else {
             &mut self.rcq
         };
-        let slot = u64::from(cq.ci % (1 << CQ_LOG));
+        let slot = u64::from(cq.ci % (1 << cq.log));
         let mut b = [0u8; 32];
         self.mem.dma_read(cq.ring + slot * 32, &mut b).unwrap();
-        if b[hw::CQE_OWNER_OFFSET] & 1 != hw::cqe_phase(cq.ci, CQ_LOG) {
+        if b[hw::CQE_OWNER_OFFSET] & 1 != hw::cqe_phase(cq.ci, cq.log) {
             return None;
         }
         cq.ci += 1;

@@ -153,6 +153,9 @@ pub(crate) struct DeviceAttr {
     pub(crate) max_qp_init_rd_atom: u32,
     /// The atomics' atomicity.
     pub(crate) atomic_cap: AtomicCap,
+    /// Whether an SRQ can be resized (`modify_srq` with `IB_SRQ_MAX_WR`):
+    /// `IB_DEVICE_SRQ_RESIZE`.
+    pub(crate) srq_resize: bool,
 }
 
 /// Who asks for a new object: a user process through uverbs, or a kernel client.
@@ -182,6 +185,15 @@ impl<'a, T: Driver> Caller<'a, T> {
             Self::Kernel => None,
         }
     }
+}
+
+/// A process modifying an object through uverbs: the command's driver data, and the
+/// process's memory (for a queue's new ring).
+pub(crate) struct UserModify<'a> {
+    /// The command's driver data.
+    pub(crate) udata: &'a Udata<'a>,
+    /// The calling process's memory.
+    pub(crate) pages: &'a UserPages<'a>,
 }
 
 /// What an MR answers once registered.
@@ -351,6 +363,9 @@ pub(crate) trait Driver: Sync + Sized {
         caller: Caller<'a, Self>,
         init: &'a CqInit,
     ) -> impl PinInit<Self::Cq, Error> + 'a;
+    /// Moves `cq` to a ring of at least `cqe` entries the process gave (`user`'s driver
+    /// data and memory); ib_core answers the caller [`CqObject::cqe`] after it.
+    fn resize_cq(&self, cq: &Self::Cq, cqe: u32, user: UserModify<'_>) -> Result;
     /// A new QP for `caller` on `pd`, completing to `send_cq` and `recv_cq`, receiving
     /// through `srq` if given, as `init` asks.
     fn create_qp<'a>(
@@ -381,13 +396,13 @@ pub(crate) trait Driver: Sync + Sized {
         init: &'a SrqInit,
     ) -> impl PinInit<Self::Srq, Error> + 'a;
     /// Modifies `srq`: the attributes `mask` names (unchecked by ib_core), from `attr`;
-    /// `udata` is `None` for a kernel caller.
+    /// `user` is `None` for a kernel caller (a resize may pin the process's memory).
     fn modify_srq(
         &self,
         srq: &Self::Srq,
         attr: &SrqAttr,
         mask: SrqAttrMask,
-        udata: Option<&Udata<'_>>,
+        user: Option<UserModify<'_>>,
     ) -> Result;
     /// `srq`'s attributes.
     fn query_srq(&self, srq: &Self::Srq) -> Result<SrqAttr>;
@@ -430,6 +445,11 @@ impl DeviceAttr {
             AtomicCap::None => super::bindings::ib_atomic_cap_IB_ATOMIC_NONE,
             AtomicCap::Hca => super::bindings::ib_atomic_cap_IB_ATOMIC_HCA,
         };
+        if self.srq_resize {
+            // CAST: a flag of the 64-bit `device_cap_flags`.
+            attr.device_cap_flags |=
+                super::bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE as u64;
+        }
     }
 }
 

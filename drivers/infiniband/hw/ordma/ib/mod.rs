@@ -34,7 +34,7 @@ pub(crate) use cq::CqInit;
 pub(crate) use device::Registration;
 pub(crate) use driver::{
     AtomicCap, Caller, CqObject, DeviceAttr, Driver, MrObject, NodeType, PortAttr, PortDesc,
-    PortProtocol, QpObject, SrqObject,
+    PortProtocol, QpObject, SrqObject, UserModify,
 };
 pub(crate) use event::{EventSink, QpEvent, SrqEvent};
 pub(crate) use mr::MrKeys;

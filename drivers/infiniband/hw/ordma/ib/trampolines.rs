@@ -520,6 +520,7 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         },
         reg_user_mr_dmabuf: Some(mr::reg_user_mr_dmabuf::<T>),
         req_notify_cq: Some(queues::req_notify_cq),
+        resize_user_cq: Some(queues::resize_user_cq::<T>),
         size_ib_ah: const { object_size::<IbAh<T>>() },
         size_ib_cq: const { object_size::<IbCq<T>>() },
         size_ib_pd: const { object_size::<IbPd<T>>() },

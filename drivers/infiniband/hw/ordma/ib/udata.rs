@@ -75,6 +75,12 @@ impl Udata<'_> {
         Ok(req)
     }
 
+    /// Whether the command carries driver data (a provider may send none).
+    pub(crate) fn has_input(&self) -> bool {
+        // SAFETY: `raw` is valid (invariant).
+        unsafe { (*self.raw.as_ptr()).inlen != 0 }
+    }
+
     /// For a command with no driver request (`ib_is_udata_in_empty`): the input must be
     /// absent or all zero.
     ///

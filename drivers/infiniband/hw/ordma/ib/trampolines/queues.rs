@@ -12,7 +12,7 @@ use crate::ib::{
     bindings as b,
     cq::{CqInit, IbCq},
     device,
-    driver::{CqObject, Driver, QpObject},
+    driver::{CqObject, Driver, QpObject, UserModify},
     pd::IbPd,
     qp::{IbQp, QpAttr, QpAttrMask, QpInit},
     udata::Udata,
@@ -105,6 +105,44 @@ pub(super) unsafe extern "C" fn create_cq<T: Driver>(
             e.to_errno()
         }
     }
+}
+
+/// # Safety
+///
+/// See `query_device`; `cq` is a live CQ of ours, `udata` the verb's (uverbs' resize is
+/// the only caller).
+pub(super) unsafe extern "C" fn resize_user_cq<T: Driver>(
+    cq: *mut b::ib_cq,
+    cqe: u32,
+    udata: *mut b::ib_udata,
+) -> i32 {
+    // SAFETY: a live CQ of one of `T`'s devices, whose data `create_cq` initialised and
+    // ib_core keeps until `destroy_cq`; `udata` is null or valid for the call.
+    let (ib, v, u) = unsafe {
+        (
+            NonNull::new((*cq).device),
+            cq_data::<T>(cq),
+            Udata::from_raw(udata),
+        )
+    };
+    let (Some(ib), Some(v), Some(u)) = (ib, v, u) else {
+        return EINVAL.to_errno();
+    };
+    // SAFETY: `ib` is registered, the verb runs in its caller's process, and `pages` does
+    // not outlive the call.
+    let (d, pages) = unsafe { (data::<T>(ib.as_ptr()), UserPages::new(ib)) };
+    let user = UserModify {
+        udata: &u,
+        pages: &pages,
+    };
+    let resized = d.resize_cq(v, cqe, user).and_then(|()| {
+        let cqe = i32::try_from(v.cqe()).map_err(|_| EINVAL)?;
+        // SAFETY: `cq` is live; uverbs reads `cqe` back for the caller, under its lock on
+        // the CQ's object.
+        unsafe { (*cq).cqe = cqe };
+        Ok(())
+    });
+    ret(resized)
 }
 
 /// # Safety

@@ -10,7 +10,7 @@ use kernel::prelude::*;
 use super::{caller, data, init_in_place, ret, ucontext_data};
 use crate::ib::{
     bindings as b, device,
-    driver::{Driver, SrqObject},
+    driver::{Driver, SrqObject, UserModify},
     pd::IbPd,
     srq::{IbSrq, SrqAttr, SrqAttrMask, SrqInit},
     udata::Udata,
@@ -100,7 +100,8 @@ pub(super) unsafe extern "C" fn create_srq<T: Driver>(
 
 /// # Safety
 ///
-/// See `query_device`; `srq` is a live SRQ of ours, `attr` valid for the call.
+/// See `query_device`; `srq` is a live SRQ of ours, `attr` valid for the call, `udata`
+/// the verb's (null for a kernel caller).
 pub(super) unsafe extern "C" fn modify_srq<T: Driver>(
     srq: *mut b::ib_srq,
     attr: *mut b::ib_srq_attr,
@@ -110,15 +111,25 @@ pub(super) unsafe extern "C" fn modify_srq<T: Driver>(
     // SAFETY: a live SRQ of one of `T`'s devices, whose data `create_srq` initialised and
     // ib_core keeps until `destroy_srq`; `attr` and `udata` (or null) are valid for the
     // call.
-    let (d, v, a, u) = unsafe {
+    let (ib, v, a, u) = unsafe {
         (
-            data::<T>((*srq).device),
+            NonNull::new((*srq).device),
             (*srq.cast::<IbSrq<T>>()).data.assume_init_ref(),
             SrqAttr::from_raw(&*attr),
             Udata::from_raw(udata),
         )
     };
-    ret(d.modify_srq(v, &a, SrqAttrMask::from_raw(mask), u.as_ref()))
+    let Some(ib) = ib else {
+        return EINVAL.to_errno();
+    };
+    // SAFETY: `ib` is registered, the verb runs in its caller's process (for a user), and
+    // `pages` does not outlive the call.
+    let (d, pages) = unsafe { (data::<T>(ib.as_ptr()), UserPages::new(ib)) };
+    let user = u.as_ref().map(|udata| UserModify {
+        udata,
+        pages: &pages,
+    });
+    ret(d.modify_srq(v, &a, SrqAttrMask::from_raw(mask), user))
 }
 
 /// # Safety
