@@ -132,8 +132,8 @@ struct ordma_ibv_resize_cq_resp {
  * last free slot (Documentation/hardware.md, "Shared receive queues"), and sends this; the
  * kernel pins the ring, moves the NIC to it, and releases the old ring once the NIC has
  * let go of it. Posted WQEs, the slots QPs hold and the free list keep their slot numbers.
- * A max_wr the SRQ already holds, with or without this: nothing is resized; a smaller SRQ
- * is never made.
+ * A max_wr the SRQ already holds needs no ring (sent with one: EINVAL): nothing is resized;
+ * a smaller SRQ is never made.
  */
 struct ordma_ibv_modify_srq_cmd {
 	__u32 comp_mask;	/* no bits defined yet: must be 0 */

@@ -299,11 +299,22 @@ pub(crate) unsafe extern "C" fn resize_cq(ibcq: *mut sys::ibv_cq, cqe: c_int) ->
         )
     };
     if r != 0 {
+        keep_if_nic_may_use(r, ring.mem);
         return r;
     }
     move_unpolled(&st.ring, &ring, st.consumer_index, resp.drv.pi);
     st.ring = ring;
     0
+}
+
+/// After a command that gave the NIC new memory failed with `err`: when the NIC may have
+/// taken it without answering (`ETIMEDOUT`, `EIO`: the kernel keeps it pinned until the NIC
+/// is stopped), the memory is never freed, so a late write from the NIC cannot land in
+/// memory the process reuses; otherwise it is freed.
+pub(crate) fn keep_if_nic_may_use(err: c_int, mem: DmaMem) {
+    if err == libc::ETIMEDOUT || err == libc::EIO {
+        core::mem::forget(mem);
+    }
 }
 
 /// Copies the CQEs of `old` from consumer index `ci` up to the NIC's producer index at the

@@ -463,6 +463,8 @@ pub(crate) unsafe extern "C" fn modify_srq(
     if r == 0 {
         // The NIC reads the new ring only; the kernel has let go of the old one.
         *ring = new;
+    } else {
+        crate::cq::keep_if_nic_may_use(r, new.mem);
     }
     r
 }

@@ -137,20 +137,25 @@ impl<'bound> Cq<'bound> {
     /// # Errors
     ///
     /// `EOPNOTSUPP` before interface 1.7, for unknown `comp_mask` bits or reserved fields;
-    /// `EINVAL` for a ring as [`Cq::new`] refuses one, or when the CQEs not yet polled do
-    /// not fit it (the NIC's refusal); the pinning's errors; `EIO`, `ETIMEDOUT` from a dead
-    /// or silent NIC.
+    /// `EINVAL` for a ring as [`Cq::new`] refuses one, no room for the whole response, or
+    /// when the CQEs not yet polled do not fit it (the NIC's refusal); the pinning's
+    /// errors; `EIO`, `ETIMEDOUT` from a dead or silent NIC.
     pub(crate) fn resize(
         &self,
         cqe: u32,
         max_cqe: u32,
         resize: bool,
         user: ib::UserModify<'_>,
+        size: &ib::CqSize<'_>,
     ) -> Result {
         if !resize {
             return Err(EOPNOTSUPP);
         }
         let cmd: uapi::ResizeCqCmd = user.udata.read()?;
+        // The answer must reach the provider whole: past the move it cannot be taken back.
+        if user.udata.out_len() < core::mem::size_of::<uapi::ResizeCqResp>() {
+            return Err(EINVAL);
+        }
         ib::check_comp_mask(cmd.comp_mask.into(), 0)?;
         if cmd.reserved_05 != 0 || cmd.reserved_06 != 0 {
             return Err(EOPNOTSUPP);
@@ -172,6 +177,7 @@ impl<'bound> Cq<'bound> {
         let (pi, memory) = nic.create_reaching(memory, None, || nic.resize_cq(&params))?;
         drop(ring.memory.replace(memory));
         ring.depth = depth;
+        size.set(depth)?;
         dev_dbg!(
             nic.pdev,
             "CQ {}: resized to {depth} CQEs at CQE {pi}\n",

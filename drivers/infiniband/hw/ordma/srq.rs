@@ -165,7 +165,8 @@ impl<'bound> Srq<'bound> {
     /// # Errors
     ///
     /// `EOPNOTSUPP` for a resize the NIC cannot do (before 1.7) or asked by a kernel
-    /// caller, driver data without a resize, unknown `comp_mask` bits or reserved fields;
+    /// caller, non-zero driver data without a resize, unknown `comp_mask` bits or reserved
+    /// fields;
     /// `EINVAL` for an unknown mask bit, a limit above `max_wr` (the new one after a
     /// resize), a `max_wr` above the device's without a ring that holds it, a ring no
     /// larger than the SRQ's, deeper than the NIC's queues or misaligned; the pinning's
@@ -181,14 +182,21 @@ impl<'bound> Srq<'bound> {
             return Err(EINVAL);
         }
         let mut ring = self.ring.lock();
-        // The new ring, if the provider sent one.
+        // The new ring, if the provider sent one: only with a resize; without, any input
+        // must be zero (`ib_is_udata_in_empty`).
         let new = match &user {
-            Some(u) if u.udata.has_input() => Some(u.udata.read::<uapi::ModifySrqCmd>()?),
-            _ => None,
+            Some(u) if mask.has(ib::SrqAttrMask::MAX_WR) && u.udata.has_input() => {
+                Some(u.udata.read::<uapi::ModifySrqCmd>()?)
+            }
+            Some(u) => {
+                u.udata.expect_empty()?;
+                None
+            }
+            None => None,
         };
         if let Some(cmd) = &new {
             ib::check_comp_mask(cmd.comp_mask.into(), 0)?;
-            if cmd.reserved_05 != 0 || cmd.reserved_06 != 0 || !mask.has(ib::SrqAttrMask::MAX_WR) {
+            if cmd.reserved_05 != 0 || cmd.reserved_06 != 0 {
                 return Err(EOPNOTSUPP);
             }
         }

@@ -279,9 +279,15 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
         })
     }
 
-    fn resize_cq(&self, cq: &Cq<'bound>, cqe: u32, user: ib::UserModify<'_>) -> Result {
+    fn resize_cq(
+        &self,
+        cq: &Cq<'bound>,
+        cqe: u32,
+        user: ib::UserModify<'_>,
+        size: &ib::CqSize<'_>,
+    ) -> Result {
         // `RESIZE_CQ` from 1.7 on.
-        cq.resize(cqe, self.max_cqe(), self.minor >= 7, user)
+        cq.resize(cqe, self.max_cqe(), self.minor >= 7, user, size)
     }
 
     fn create_qp<'a>(

@@ -7,7 +7,7 @@ use kernel::{error::VTABLE_DEFAULT_ERROR, prelude::*, ModuleMetadata};
 
 use super::{
     ah::AhInit,
-    cq::CqInit,
+    cq::{CqInit, CqSize},
     mr::MrKeys,
     qp::{QpAttr, QpAttrMask, QpCaps, QpInit},
     srq::{SrqAttr, SrqAttrMask, SrqInit},
@@ -364,8 +364,10 @@ pub(crate) trait Driver: Sync + Sized {
         init: &'a CqInit,
     ) -> impl PinInit<Self::Cq, Error> + 'a;
     /// Moves `cq` to a ring of at least `cqe` entries the process gave (`user`'s driver
-    /// data and memory); ib_core answers the caller [`CqObject::cqe`] after it.
-    fn resize_cq(&self, cq: &Self::Cq, cqe: u32, user: UserModify<'_>) -> Result;
+    /// data and memory), and sets the CQ's `size` (what ib_core answers the caller) under
+    /// the lock that serialises its resizes.
+    fn resize_cq(&self, cq: &Self::Cq, cqe: u32, user: UserModify<'_>, size: &CqSize<'_>)
+        -> Result;
     /// A new QP for `caller` on `pd`, completing to `send_cq` and `recv_cq`, receiving
     /// through `srq` if given, as `init` asks.
     fn create_qp<'a>(

@@ -30,7 +30,7 @@ mod udata;
 mod umem;
 
 pub(crate) use ah::AhInit;
-pub(crate) use cq::CqInit;
+pub(crate) use cq::{CqInit, CqSize};
 pub(crate) use device::Registration;
 pub(crate) use driver::{
     AtomicCap, Caller, CqObject, DeviceAttr, Driver, MrObject, NodeType, PortAttr, PortDesc,

@@ -75,6 +75,12 @@ impl Udata<'_> {
         Ok(req)
     }
 
+    /// Bytes of room for the driver's response.
+    pub(crate) fn out_len(&self) -> usize {
+        // SAFETY: `raw` is valid (invariant).
+        unsafe { (*self.raw.as_ptr()).outlen }
+    }
+
     /// Whether the command carries driver data (a provider may send none).
     pub(crate) fn has_input(&self) -> bool {
         // SAFETY: `raw` is valid (invariant).

@@ -10,7 +10,7 @@ use kernel::prelude::*;
 use super::{caller, data, init_in_place, ret, srq::srq_data, ucontext_data};
 use crate::ib::{
     bindings as b,
-    cq::{CqInit, IbCq},
+    cq::{CqInit, CqSize, IbCq},
     device,
     driver::{CqObject, Driver, QpObject, UserModify},
     pd::IbPd,
@@ -135,14 +135,9 @@ pub(super) unsafe extern "C" fn resize_user_cq<T: Driver>(
         udata: &u,
         pages: &pages,
     };
-    let resized = d.resize_cq(v, cqe, user).and_then(|()| {
-        let cqe = i32::try_from(v.cqe()).map_err(|_| EINVAL)?;
-        // SAFETY: `cq` is live; uverbs reads `cqe` back for the caller, under its lock on
-        // the CQ's object.
-        unsafe { (*cq).cqe = cqe };
-        Ok(())
-    });
-    ret(resized)
+    // SAFETY: `cq` is live for the call (it came through `NonNull::new` above as `ib`'s CQ).
+    let size = unsafe { CqSize::new(NonNull::from(&mut *cq)) };
+    ret(d.resize_cq(v, cqe, user, &size))
 }
 
 /// # Safety
