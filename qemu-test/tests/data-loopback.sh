@@ -11,7 +11,8 @@
 #   itself, dma-buf fd -1, iova2 MRs, 5 send SGEs and 64 B inline);
 # - ibv_rc_pingpong, unmodified, client and server on this NIC, --chk, polling and with -e;
 # - perftest's ib_send_bw, ib_write_bw, ib_read_bw, ib_send_lat, ib_write_lat, ib_read_lat,
-#   unmodified, server and client on this NIC;
+#   unmodified, server and client on this NIC, and ib_write_bw with 64 QPs at once (-q 64,
+#   200 WRITEs of 64 KiB each), its result line required;
 # - MRs under the data path: two over one buffer surviving the deregistration of either,
 #   and an MR of 1 GiB + 4 MiB of 4 KiB pages whose page list has three levels;
 # - afterwards the NIC holds no PD, MR, CQ or QP.
@@ -91,6 +92,9 @@ echo "ok: ibv_rc_pingpong, polling and with -e, --chk"
 
 perftest_six ordma0 ordma0 18610
 echo "ok: perftest's bandwidth and latency tests on ordma0 (loopback)"
+pair_run "ib_write_bw -q 64" 18620 ib_write_bw -d ordma0 -F -q 64 -n 200 -s 65536 -- ib_write_bw -d ordma0 -F -q 64 -n 200 -s 65536
+grep -Eq '^ *65536 +12800 ' /tmp/cli.out || fail "ib_write_bw -q 64: no result line for 64 QPs x 200 WRITEs"
+echo "ok: ib_write_bw -q 64 on ordma0 (loopback): $(grep -E '^ *65536 +12800 ' /tmp/cli.out | xargs)"
 
 [ "$(objects)" = "pds=0 mrs=0 cqs=0 qps=0" ] || fail "the NIC still holds $(objects)"
 echo "PASS: data-loopback"
