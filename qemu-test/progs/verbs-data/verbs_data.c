@@ -625,26 +625,33 @@ static void check_rnr(void)
 	side_close(&b);
 }
 
+/* a's CQ, armed: a 64-byte WRITE (wr_id) to b wakes ibv_get_cq_event for it within 20 s,
+ * and its completion is the one polled. 0, or -1 (a failure counted). */
+int write_wakes_cq_event(struct side *a, struct side *b, uint64_t wr_id, const char *what)
+{
+	struct ibv_sge s = { .addr = (uintptr_t)a->buf.addr, .length = 64, .lkey = a->mr->lkey };
+	struct ibv_cq *cq;
+	void *cq_ctx;
+
+	post_send(a, wr_id, IBV_WR_RDMA_WRITE, &s, 1, IBV_SEND_SIGNALED, (uintptr_t)b->buf.addr, b->mr->rkey, 0);
+	struct pollfd p = { .fd = a->ch->fd, .events = POLLIN };
+	if (poll(&p, 1, 20000) != 1 || ibv_get_cq_event(a->ch, &cq, &cq_ctx) || cq != a->cq) {
+		FAIL("%s: no completion event within 20 s", what);
+		return -1;
+	}
+	ibv_ack_cq_events(cq, 1);
+	return expect_wc(a, "the completion behind the event", wr_id, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, -1);
+}
+
 static void check_events(void)
 {
 	struct side a, b;
-	struct ibv_sge s;
-	struct ibv_cq *cq;
-	void *cq_ctx;
 
 	pair(&a, &b, RW, 7);
 	if (ibv_req_notify_cq(a.cq, 0))
 		die("ibv_req_notify_cq");
-	s = (struct ibv_sge){ .addr = (uintptr_t)a.buf.addr, .length = 64, .lkey = a.mr->lkey };
-	post_send(&a, 1, IBV_WR_RDMA_WRITE, &s, 1, IBV_SEND_SIGNALED, (uintptr_t)b.buf.addr, b.mr->rkey, 0);
-	struct pollfd p = { .fd = a.ch->fd, .events = POLLIN };
-	if (poll(&p, 1, 20000) != 1 || ibv_get_cq_event(a.ch, &cq, &cq_ctx) || cq != a.cq) {
-		FAIL("events: no completion event within 20 s");
-	} else {
-		ibv_ack_cq_events(cq, 1);
-		if (!expect_wc(&a, "the completion behind the event", 1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, -1))
-			printf("ok a completion on an armed CQ woke ibv_get_cq_event\n");
-	}
+	if (!write_wakes_cq_event(&a, &b, 1, "events"))
+		printf("ok a completion on an armed CQ woke ibv_get_cq_event\n");
 	side_close(&a);
 	side_close(&b);
 }

@@ -68,6 +68,7 @@ int post_send(struct side *s, uint64_t wr_id, enum ibv_wr_opcode op, struct ibv_
 int post_recv(struct side *s, uint64_t wr_id, struct ibv_sge *sg, int n);
 void pair(struct side *a, struct side *b, int access_b, int rnr_retry);
 void transfer(struct side *a, struct side *b, enum ibv_wr_opcode op, size_t len, int inl);
+int write_wakes_cq_event(struct side *a, struct side *b, uint64_t wr_id, const char *what);
 
 void check_shared(void);
 void check_levels(void);

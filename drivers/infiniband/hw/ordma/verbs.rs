@@ -286,8 +286,7 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
         user: ib::UserModify<'_>,
         size: &ib::CqSize<'_>,
     ) -> Result {
-        // `RESIZE_CQ` from 1.7 on.
-        cq.resize(cqe, self.max_cqe(), self.minor >= 7, user, size)
+        cq.resize(cqe, self.max_cqe(), self.resizes(), user, size)
     }
 
     fn create_qp<'a>(
@@ -392,13 +391,17 @@ impl OrdmaIb<'_> {
         self.attrs.max_srq_wr.min(MAX_QUEUE_DEPTH - 1)
     }
 
+    /// Whether the NIC resizes SRQs and CQs (`MODIFY_SRQ` bit 0, `RESIZE_CQ`): 1.7 on.
+    fn resizes(&self) -> bool {
+        self.minor >= 7
+    }
+
     /// What an SRQ is checked against.
     fn srq_limits(&self) -> SrqLimits {
         SrqLimits {
             max_wr: self.max_srq_wr(),
             max_sge: self.attrs.max_srq_sge,
-            // `MODIFY_SRQ` resizes from 1.7 on.
-            resize: self.minor >= 7,
+            resize: self.resizes(),
         }
     }
 }
