@@ -6,8 +6,11 @@
 # Then two guests with an Ethernet ordma NIC each (qemu-test/bench/roce.sh): perftest by GID
 # between the machines, ordma to ordma on a clean wire and at 0.1% and 1% loss, ordma to
 # soft-RoCE and soft-RoCE to soft-RoCE: table-vms.md, plot-vms.png.
+# Then co-simulation (qemu-test/bench/rtl.sh): register accesses and perftest's WRITE between
+# two NICs running the RTL blocks (--rtl) beside two running the model alone: table-rtl.md.
 # Arguments (none: all) name the groups to run: rc, transports and pingpong in the one VM
-# (qemu-test/bench/perftest.sh), vms for the two guests (`make bench B="transports"`).
+# (qemu-test/bench/perftest.sh), vms for the two guests, rtl for co-simulation
+# (`make bench B="transports"`).
 # A benchmark, not a test: it fails only if the VM or a tool fails.
 source "$(dirname "$0")/lib.sh"
 need_root_user
@@ -16,11 +19,12 @@ vm_groups=()
 for g in "${BENCH_GROUPS[@]}"; do
 	case $g in
 	rc | transports | pingpong) vm_groups+=("$g") ;;
-	vms) ;;
-	*) die "unknown benchmark group '$g' (rc, transports, pingpong, vms)" ;;
+	vms | rtl) ;;
+	*) die "unknown benchmark group '$g' (rc, transports, pingpong, vms, rtl)" ;;
 	esac
 done
-want_vms() { [ ${#BENCH_GROUPS[@]} = 0 ] || [[ " ${BENCH_GROUPS[*]} " == *" vms "* ]]; }
+want_group() { [ ${#BENCH_GROUPS[@]} = 0 ] || [[ " ${BENCH_GROUPS[*]} " == *" $1 "* ]]; }
+want_vms() { want_group vms; }
 R=$ORDMA_SRC/bench-results/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$R"
 prune_results "$ORDMA_SRC/bench-results"
@@ -83,6 +87,18 @@ elif want_vms; then
 	log "the two-guest benchmark failed (see $R/vms); the one-VM table stands"
 fi
 
+# Co-simulation: NIC models 0 and 1 with the RTL blocks, 2 and 3 without, in one guest.
+if want_group rtl; then
+	if "$ORDMA_SRC/qemu-test/run" --nics 4 --nic-args 0 "--rtl" --nic-args 1 "--rtl" --timeout 3000 \
+		--results "$R/rtl" -- bash /ordma/src/qemu-test/bench/rtl.sh && [ -s "$R/rtl/bench/results.tsv" ]; then
+		table "$R/rtl/bench/results.tsv" model "model=the model alone" "+rtl=co-simulation (--rtl)" >"$R/table-rtl.md"
+		cat "$R/table-rtl.md"
+		log "table: $R/table-rtl.md (ratio: co-simulation against the model alone; below 1 is slower)"
+	else
+		log "the co-simulation benchmark failed (see $R/rtl)"
+	fi
+fi
+
 # The plot, with matplotlib on the host: the host's own if it has it, else a virtualenv in
 # the cache (ORDMA_CACHE/bench-venv, matplotlib from PyPI, made once). Without it the table
 # and the TSV still stand.
@@ -96,7 +112,7 @@ if ! python3 -c 'import matplotlib' 2>/dev/null; then
 	fi
 	PY=$VENV/bin/python
 fi
-if "$PY" "$ORDMA_SRC/qemu-test/bench/plot.py" "$R/results.tsv" "$R/plot.png"; then
+if [ -s "$R/results.tsv" ] && "$PY" "$ORDMA_SRC/qemu-test/bench/plot.py" "$R/results.tsv" "$R/plot.png"; then
 	log "plot: $R/plot.png"
 else
 	log "the plot failed (the table and results.tsv are in $R)"

@@ -5,14 +5,16 @@
 // In:  the frame from its first byte (the Ethernet header) up to, not including, its
 //      four ICRC bytes; beat i carries bytes 64i..64i+63, byte j of the beat in
 //      in_data[8j+7:8j]. Every beat but the last is full; the last has in_empty unused
-//      bytes at its end (0..63). The frame must reach past the BTH (at least 54 bytes).
+//      bytes at its end (0..63). IPv4 or IPv6, by the Ethernet type (bytes 12, 13); the
+//      frame must reach past the BTH (at least 54 bytes over IPv4, 74 over IPv6).
 // Out: one word per frame, in order: the ICRC as the model's wire::icrc returns it (the
 //      wire carries it least significant byte first).
 //
 // The invariant fields are masked here: the Ethernet header's first six bytes read as
 // zero and its last eight as ones (the LRH of ones; ICRC_S0 is the register that six zero
-// bytes take to all ones), and the IPv4 TOS, TTL and checksum, the UDP checksum and the
-// BTH's reserved byte as ones. A beat's update is register' = A^64 * register ^ D * beat
+// bytes take to all ones); as ones also the IPv4 TOS, TTL and checksum, or the IPv6 traffic
+// class, flow label and hop limit, the UDP checksum and the BTH's reserved byte (over IPv6
+// in the frame's second beat, so the first beat's type is kept for it). A beat's update is register' = A^64 * register ^ D * beat
 // with the last beat's unused bytes zeroed; those zero bytes are then undone, A^-empty,
 // off the register's loop. Fully pipelined: a beat a cycle, a frame's ICRC four cycles
 // after its last beat, everything held while out_valid waits for out_ready.
@@ -32,22 +34,37 @@ module ordma_icrc (
 );
 `include "icrc_tables.svh"
 
-  // The frame's bytes that the ICRC sees as ones, besides the LRH (Ethernet 6..13):
-  // IPv4 TOS (15), TTL (22), checksum (24, 25); UDP checksum (40, 41); BTH byte 4 (46).
-  function automatic logic masked_one(input int b);
-    masked_one = (b >= 6 && b < 14) || b == 15 || b == 22 || b == 24 || b == 25 || b == 40 ||
-        b == 41 || b == 46;
+  // The first beat's bytes that the ICRC sees as ones, besides the LRH (Ethernet 6..13).
+  // IPv4: TOS (15), TTL (22), checksum (24, 25); UDP checksum (40, 41); BTH byte 4 (46).
+  // IPv6: the traffic class's low nibble in byte 14 (masked apart), the rest of it and the
+  // flow label (15..17), the hop limit (21); UDP checksum (60, 61); BTH byte 4 is byte 2 of
+  // the second beat (66).
+  function automatic logic masked_one(input int b, input logic v6);
+    if (v6) masked_one = (b >= 6 && b < 14) || (b >= 15 && b <= 17) || b == 21 || b == 60 ||
+        b == 61;
+    else
+      masked_one = (b >= 6 && b < 14) || b == 15 || b == 22 || b == 24 || b == 25 || b == 40 ||
+          b == 41 || b == 46;
   endfunction
 
   logic advance;
   assign advance  = !out_valid || out_ready;
   assign in_ready = advance;
 
-  // The next beat is a frame's first.
-  logic sof;
+  // The first beat's Ethernet type is IPv6 (0x86dd).
+  logic v6_first;
+  assign v6_first = in_data[8*12+:8] == 8'h86 && in_data[8*13+:8] == 8'hdd;
+
+  // The next beat is a frame's first; or its second, of an IPv6 frame.
+  logic sof, v6_second;
   always_ff @(posedge clk)
-    if (rst) sof <= 1'b1;
-    else if (in_valid && advance) sof <= in_last;
+    if (rst) begin
+      sof <= 1'b1;
+      v6_second <= 1'b0;
+    end else if (in_valid && advance) begin
+      sof <= in_last;
+      v6_second <= sof && v6_first && !in_last;
+    end
 
   // Stage A: the beat masked, its tail zeroed, multiplied by D.
   logic [511:0] beat;
@@ -55,7 +72,9 @@ module ordma_icrc (
     for (int j = 0; j < 64; j++) begin
       if (in_last && j >= 64 - int'(in_empty)) beat[8*j+:8] = 8'h00;
       else if (sof && j < 6) beat[8*j+:8] = 8'h00;
-      else if (sof && masked_one(j)) beat[8*j+:8] = 8'hff;
+      else if (sof && masked_one(j, v6_first)) beat[8*j+:8] = 8'hff;
+      else if (sof && v6_first && j == 14) beat[8*j+:8] = in_data[8*j+:8] | 8'h0f;
+      else if (v6_second && j == 2) beat[8*j+:8] = 8'hff;
       else beat[8*j+:8] = in_data[8*j+:8];
     end
   end

@@ -2,13 +2,14 @@
 //! (`engine::datapath::rtl`: every DMA through the Verilated DMA channel mux, every ICRC
 //! from the Verilated ICRC unit) with a third of the cycles stalled on every port; SEND,
 //! WRITE and READ of up to 2 MiB between two NICs on a wire, in loopback over the wire and
-//! in loopback by DMA copy, bytes checked;
+//! in loopback by DMA copy, and between two Ethernet ports over IPv6, bytes checked;
 //! then the RTL's counters: used, and no violation. `ORDMA_RTL_MUX=loses-beat` runs the
 //! same with the mutant mux that loses a beat under backpressure: the test must fail.
 #![cfg(feature = "rtl")]
 
 mod common;
 
+use common::eth::eth_pair;
 use common::pair::*;
 use common::rig::*;
 use ordma_hw as hw;
@@ -119,6 +120,15 @@ fn transfers_through_the_rtl_mux_and_icrc_under_stalls() {
         assert_eq!(rig.cqe('s').status, hw::WC_SUCCESS, "copy {size}");
         assert!(rig.read(dst, size as usize) == data, "copy {size}: bytes");
     }
+    // Two Ethernet ports over IPv6 GIDs: the unit masks IPv6's fields (the BTH in the
+    // frame's second beat); its every ICRC checked against the model's (rtl_violations).
+    let before = counter(&datapath::status(), "rtl_icrc_frames");
+    let mut v6 = eth_pair(true, |_, _| {});
+    for (n, size) in [1u32, 4096, 65541].into_iter().enumerate() {
+        write_read_send(&mut v6, 300 + n as u64, size);
+    }
+    let v6_frames = counter(&datapath::status(), "rtl_icrc_frames") - before;
+    assert!(v6_frames > 3 * 65541 / 4096, "{v6_frames} IPv6 frames");
     let s = datapath::status();
     println!("{s}");
     // 2 MiB WRITE, READ and SEND each way: at least 6 × 256 Ki beats of payload.

@@ -15,6 +15,16 @@ pub mod scoreboard;
 
 pub use ffi::{IcrcIo, MuxIo};
 
+/// The bytes a frame must have, without its ICRC, for the ICRC unit: past the BTH, over
+/// IPv4 (54) or IPv6 (74, by the Ethernet type in bytes 12 and 13, as the unit reads it).
+pub fn icrc_headers(covered: &[u8]) -> usize {
+    if covered.get(12..14) == Some(&[0x86, 0xdd][..]) {
+        74
+    } else {
+        54
+    }
+}
+
 /// The ICRC unit, Verilated.
 pub struct Icrc {
     p: *mut c_void,
@@ -51,10 +61,10 @@ impl Icrc {
 
     /// The ICRC of `covered` (a frame without its ICRC), streamed at a beat a cycle with
     /// the output always ready: what the model's `wire::icrc` returns for the frame.
-    /// `None` if it is shorter than the headers the unit masks (54 bytes) or the unit gave
-    /// no answer in time.
+    /// `None` if it is shorter than the headers the unit masks ([`icrc_headers`]) or the
+    /// unit gave no answer in time.
     pub fn icrc(&mut self, covered: &[u8]) -> Option<u32> {
-        if covered.len() < 54 {
+        if covered.len() < icrc_headers(covered) {
             return None;
         }
         let beats: Vec<&[u8]> = covered.chunks(64).collect();

@@ -123,11 +123,10 @@ pub(super) fn atomic64(mem: &dyn Dma, addr: u64, op: Atomic64) -> Result<u64, Dm
 }
 
 /// The ICRC of `frame` (its last four bytes excluded): the installed datapath's, or
-/// [`super::wire::icrc`]. The RTL ICRC unit masks an IPv4 frame's fields: an IPv6 frame
-/// (an Ethernet port's IPv6 GIDs) takes [`super::wire::icrc`] always.
+/// [`super::wire::icrc`].
 pub fn icrc(frame: &[u8]) -> Option<u32> {
     match installed() {
-        Some(mut d) if !super::wire::is_ipv6(frame) => d.icrc(frame),
+        Some(mut d) => d.icrc(frame),
         _ => super::wire::icrc(frame),
     }
 }

@@ -5,6 +5,7 @@ use std::cell::RefCell;
 
 use ordma_model::engine::Interrupts;
 
+pub mod eth;
 pub mod pair;
 pub mod rig;
 pub mod rng;

@@ -445,7 +445,7 @@ impl Datapath for Rtl {
 
     fn icrc(&mut self, frame: &[u8]) -> Option<u32> {
         let covered = frame.get(..frame.len().checked_sub(4)?)?;
-        if covered.len() < 54 {
+        if covered.len() < ordma_rtl::icrc_headers(covered) {
             return None;
         }
         let beats: Vec<&[u8]> = covered.chunks(64).collect();
@@ -471,6 +471,17 @@ impl Datapath for Rtl {
             }
             if io.out_valid == 1 && io.out_ready == 1 {
                 self.counts.icrc_frames += 1;
+                // The scoreboard: the unit's ICRC is the model's, IPv4 or IPv6.
+                let model = crate::engine::wire::icrc(frame);
+                if model != Some(io.out_icrc) {
+                    self.counts.violations += 1;
+                    error!(
+                        len = frame.len(),
+                        rtl = io.out_icrc,
+                        ?model,
+                        "RTL ICRC differs"
+                    );
+                }
                 return Some(io.out_icrc);
             }
         }
