@@ -43,9 +43,6 @@ PENDING = {
     "tests.test_mr.MWTest.test_mw_type2_invalidate_remote": "memory windows (issue 20, item 2)",
     "tests.test_mr.MWTest.test_reg_mw_wrong_type": "memory windows (issue 20, item 2)",
     "tests.test_qpex.QpExTestCase.test_qp_ex_rc_bind_mw": "memory windows (issue 20, item 2)",
-    "tests.test_qpex.QpExTestCase.test_qp_ex_rc_atomic_write": "IBTA 1.5 ATOMIC WRITE",
-    "tests.test_qpex.QpExTestCase.test_qp_ex_rc_flush": "IBTA 1.5 FLUSH",
-    "tests.test_qpex.QpExTestCase.test_qp_ex_rc_flush_type_violate": "IBTA 1.5 FLUSH",
 }
 
 

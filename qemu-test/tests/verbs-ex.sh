@@ -9,15 +9,18 @@
 #   pass; a batch with a failed call posts nothing (EINVAL); ibv_post_send in an open batch
 #   is EBUSY, ibv_wr_abort drops the batch; and the fast path makes no system call: a
 #   thread in seccomp's strict mode posts a batch and polls both CQs (any system call
-#   would kill the process);
+#   would kill the process); ATOMIC WRITE and FLUSH (ibv_wr_atomic_write, ibv_wr_flush)
+#   through an MR and a QP allowing IBV_ACCESS_FLUSH_GLOBAL, the bytes and completions, and
+#   a FLUSH to the persistence domain IBV_WC_REM_ACCESS_ERR;
 # - qemu-test/progs/verbs-data `rereg` (mr_checks.c): ibv_rereg_mr of a new translation
 #   (WRITEs and READs use the new buffer, the old untouched, the old range through the new
 #   key REM_ACCESS_ERR), of access (READ-only: WRITE REM_ACCESS_ERR), of the PD (not the
 #   QP's: REM_ACCESS_ERR; back), the old key refused after a re-registration, flags 0 EINVAL;
 # - rdma-core's own tests of the extended CQ and QP (run_tests.py test_cqex test_qpex: RC,
 #   UC and UD traffic through the extended API, atomics with their values, the creation
-#   flags and bad flows) pass on ordma0, the tests of what ordma does not have (XRC,
-#   memory windows, flush, atomic write) skipped by the tests themselves; and its MR
+#   flags and bad flows, IBTA 1.5's ATOMIC WRITE and FLUSH and a FLUSH to persistence
+#   refused) pass on ordma0, the tests of what ordma does not have (XRC, memory windows)
+#   skipped by the tests themselves; and its MR
 #   re-registration tests (test_mr -k rereg: access, atomic access, PD, address, with
 #   traffic) pass;
 # - neither NIC holds a PD, MR, CQ or QP afterwards.
@@ -51,8 +54,9 @@ rdma_core_tests ordma0 tests.test_cqex tests.test_qpex
 rdma_core_passed test_rc_traffic_cq_ex test_ud_traffic_cq_ex test_create_cq_ex \
 	test_create_cq_ex_bad_flow test_qp_ex_rc_send test_qp_ex_ud_send test_qp_ex_rc_rdma_write \
 	test_qp_ex_rc_rdma_read test_qp_ex_rc_atomic_cmp_swp test_qp_ex_rc_atomic_fetch_add \
-	test_qp_ex_rc_send_imm test_qp_ex_rc_rdma_write_imm test_post_send_qp_state_bad_flow
-echo "ok: rdma-core's extended CQ and QP tests on ordma0, traffic, atomics and bad flows among them"
+	test_qp_ex_rc_send_imm test_qp_ex_rc_rdma_write_imm test_post_send_qp_state_bad_flow \
+	test_qp_ex_rc_atomic_write test_qp_ex_rc_flush test_qp_ex_rc_flush_type_violate
+echo "ok: rdma-core's extended CQ and QP tests on ordma0, traffic, atomics, ATOMIC WRITE, FLUSH and bad flows among them"
 rdma_core_tests ordma0 -k rereg tests.test_mr
 rdma_core_passed test_mr_rereg_access test_mr_rereg_access_bad_flow test_mr_rereg_pd \
 	test_mr_rereg_addr test_mr_rereg_atomic

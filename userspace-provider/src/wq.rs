@@ -11,10 +11,10 @@ use core::ptr::NonNull;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use ordma_hw::{
-    db_value, is_atomic, sq_wqe_data, AtomicSeg, RecvWqe, SendWqe, Sge, UdSeg, DB_RQ, DB_SQ,
-    QP_TYPE_RC, QP_TYPE_UD, RQ_WQE_BASE, WQE_FLAG_FENCE, WQE_FLAG_INLINE, WQE_FLAG_SIGNALED,
-    WQE_FLAG_SOLICITED, WQE_SGE_SIZE, WR_ATOMIC_CMP_AND_SWP, WR_ATOMIC_FETCH_AND_ADD, WR_RDMA_READ,
-    WR_RDMA_WRITE, WR_RDMA_WRITE_IMM, WR_SEND, WR_SEND_IMM,
+    db_value, is_atomic, is_rd_atomic, sq_wqe_data, AtomicSeg, FlushSeg, RecvWqe, SendWqe, Sge,
+    UdSeg, DB_RQ, DB_SQ, QP_TYPE_RC, QP_TYPE_UD, RQ_WQE_BASE, WQE_FLAG_FENCE, WQE_FLAG_INLINE,
+    WQE_FLAG_SIGNALED, WQE_FLAG_SOLICITED, WQE_SGE_SIZE, WR_ATOMIC_CMP_AND_SWP,
+    WR_ATOMIC_FETCH_AND_ADD, WR_RDMA_READ, WR_RDMA_WRITE, WR_RDMA_WRITE_IMM, WR_SEND, WR_SEND_IMM,
 };
 
 use crate::ah::av_of;
@@ -234,10 +234,10 @@ fn wr_opcode(op: sys::ibv_wr_opcode) -> Result<u8, c_int> {
     })
 }
 
-/// Whether WQE opcode `opcode` reads the remote side (a READ or an atomic): such a WQE
-/// carries no inline data.
+/// Whether WQE opcode `opcode` reads the remote side or acts on it alone (a READ, an
+/// atomic, a FLUSH, an ATOMIC WRITE): such a WQE carries no inline data.
 pub(crate) fn is_read_or_atomic(opcode: u8) -> bool {
-    opcode == WR_RDMA_READ || is_atomic(opcode)
+    is_rd_atomic(opcode)
 }
 
 /// The bytes of `sges` together, `None` past u64.
@@ -246,12 +246,33 @@ fn total_len(sges: &[sys::ibv_sge]) -> Option<u64> {
         .try_fold(0u64, |t, s| t.checked_add(u64::from(s.length)))
 }
 
-/// A send WR as the NIC reads it: the WQE header and, for an atomic, its atomic segment;
-/// for a UD QP's WR, its datagram segment (the address).
+/// A send WR as the NIC reads it: the WQE header and, for an atomic or an ATOMIC WRITE,
+/// its atomic segment, for a FLUSH its flush segment; for a UD QP's WR, its datagram
+/// segment (the address).
 pub(crate) struct SendHeader {
     pub(crate) wqe: SendWqe,
     pub(crate) atomic: Option<AtomicSeg>,
+    pub(crate) flush: Option<FlushSeg>,
     pub(crate) ud: Option<UdSeg>,
+}
+
+/// The WQE flags of send flags `f` (`IBV_SEND_INLINE` aside: the caller's) on a QP with
+/// `caps`: `EINVAL` for a flag the NIC does not have.
+pub(crate) fn wqe_flags(f: u32, caps: &QpCaps) -> Result<u8, c_int> {
+    if f & !SEND_FLAGS != 0 {
+        return Err(libc::EINVAL);
+    }
+    let mut flags = 0;
+    if f & sys::ibv_send_flags_IBV_SEND_SIGNALED != 0 || caps.sig_all {
+        flags |= WQE_FLAG_SIGNALED;
+    }
+    if f & sys::ibv_send_flags_IBV_SEND_SOLICITED != 0 {
+        flags |= WQE_FLAG_SOLICITED;
+    }
+    if f & sys::ibv_send_flags_IBV_SEND_FENCE != 0 {
+        flags |= WQE_FLAG_FENCE;
+    }
+    Ok(flags)
 }
 
 /// Checks a send WR against the QP's capabilities and makes its WQE header: `EINVAL` for
@@ -272,19 +293,10 @@ pub(crate) fn send_header(
         return Err(libc::EINVAL);
     }
     let f = wr.send_flags;
-    if f & !SEND_FLAGS != 0 || sges.len() > caps.max_send_sge as usize {
+    if sges.len() > caps.max_send_sge as usize {
         return Err(libc::EINVAL);
     }
-    let mut flags = 0;
-    if f & sys::ibv_send_flags_IBV_SEND_SIGNALED != 0 || caps.sig_all {
-        flags |= WQE_FLAG_SIGNALED;
-    }
-    if f & sys::ibv_send_flags_IBV_SEND_SOLICITED != 0 {
-        flags |= WQE_FLAG_SOLICITED;
-    }
-    if f & sys::ibv_send_flags_IBV_SEND_FENCE != 0 {
-        flags |= WQE_FLAG_FENCE;
-    }
+    let mut flags = wqe_flags(f, caps)?;
     let (num_sge, inline_len) = if f & sys::ibv_send_flags_IBV_SEND_INLINE != 0 {
         let len = total_len(sges).ok_or(libc::EINVAL)?;
         if is_read_or_atomic(opcode) || len > u64::from(caps.max_inline) {
@@ -337,6 +349,7 @@ pub(crate) fn send_header(
             rkey,
         },
         atomic,
+        flush: None,
         ud: None,
     })
 }
@@ -388,6 +401,11 @@ pub(crate) fn encode_send(
     }
     if let Some(a) = &hdr.atomic {
         if !a.encode_into(wqe) {
+            return Err(libc::EINVAL);
+        }
+    }
+    if let Some(f) = &hdr.flush {
+        if !f.encode_into(wqe) {
             return Err(libc::EINVAL);
         }
     }

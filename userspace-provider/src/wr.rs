@@ -17,14 +17,17 @@
 
 use core::ffi::{c_int, c_void};
 
-use ordma_hw::{sq_wqe_data, UdSeg, QP_TYPE_RC, QP_TYPE_UD, WQE_FLAG_INLINE};
+use ordma_hw::{
+    is_flush_or_atomic_write, sq_wqe_data, AtomicSeg, FlushSeg, SendWqe, UdSeg, QP_TYPE_RC,
+    QP_TYPE_UD, WQE_FLAG_INLINE, WR_ATOMIC_WRITE, WR_FLUSH,
+};
 
 use crate::context::{Context, DbPage};
 use crate::qp::Qp;
 use crate::sys;
 use crate::wq::{
     encode_send, is_read_or_atomic, lock, ring_sq, send_allowed, send_header, sge_list, ud_segment,
-    Payload, SendHeader, SendQueue,
+    wqe_flags, Payload, SendHeader, SendQueue,
 };
 
 /// An open batch: the WQEs staged past the send queue's producer index.
@@ -42,7 +45,8 @@ pub(crate) struct Batch {
 }
 
 /// The send operations an extended QP of each type takes (`IBV_QP_EX_WITH_*`), as
-/// `ibv_post_send` does: RC all of ordma's, UC no READ or atomics, UD SENDs.
+/// `ibv_post_send` does: RC all of ordma's (and IBTA 1.5's FLUSH and ATOMIC WRITE, which
+/// only this API posts), UC no READ or atomics, UD SENDs.
 pub(crate) fn send_ops(qp_type: sys::ibv_qp_type) -> Option<u64> {
     use sys::*;
     let sends = ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND as u64
@@ -52,8 +56,10 @@ pub(crate) fn send_ops(qp_type: sys::ibv_qp_type) -> Option<u64> {
     let reads = ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_READ as u64
         | ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP as u64
         | ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD as u64;
+    let iba15 = ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_FLUSH as u64
+        | ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_WRITE as u64;
     match qp_type {
-        sys::ibv_qp_type_IBV_QPT_RC => Some(sends | writes | reads),
+        sys::ibv_qp_type_IBV_QPT_RC => Some(sends | writes | reads | iba15),
         sys::ibv_qp_type_IBV_QPT_UC => Some(sends | writes),
         sys::ibv_qp_type_IBV_QPT_UD => Some(sends),
         _ => None,
@@ -85,6 +91,12 @@ pub(crate) fn set_functions(ex: &mut sys::ibv_qp_ex, ops: u64) {
     }
     if has(ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD) {
         ex.wr_atomic_fetch_add = Some(wr_atomic_fetch_add);
+    }
+    if has(ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_FLUSH) {
+        ex.wr_flush = Some(wr_flush);
+    }
+    if has(ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_WRITE) {
+        ex.wr_atomic_write = Some(wr_atomic_write);
     }
     ex.wr_set_ud_addr = Some(wr_set_ud_addr);
     ex.wr_set_sge = Some(wr_set_sge);
@@ -130,17 +142,22 @@ fn check_built(qp: &Qp, b: &Batch) -> Result<(), c_int> {
 
 /// Starts a WQE for `wr` (an operation with no payload yet) in the next staged slot.
 pub(crate) fn begin(qp: &Qp, sq: &mut SendQueue, wr: &sys::ibv_send_wr) -> Result<(), c_int> {
+    let hdr = send_header(wr, &[], &qp.caps)?;
+    begin_header(qp, sq, hdr, wr.wr_id)
+}
+
+/// Starts a WQE of header `hdr` and `wr_id` in the next staged slot.
+fn begin_header(qp: &Qp, sq: &mut SendQueue, mut hdr: SendHeader, wr_id: u64) -> Result<(), c_int> {
     let SendQueue { wq, batch } = sq;
     let b = batch.as_mut().ok_or(libc::EINVAL)?;
     check_built(qp, b)?;
-    let mut hdr = send_header(wr, &[], &qp.caps)?;
     if qp.caps.ud {
         // The address comes with `ibv_wr_set_ud_addr`; the segment's place is kept.
         hdr.ud = Some(UdSeg::default());
     }
-    encode_send(wq.stage(b.count, wr.wr_id)?, &hdr, &Payload::Sges(&[]))?;
+    encode_send(wq.stage(b.count, wr_id)?, &hdr, &Payload::Sges(&[]))?;
     b.count += 1;
-    b.cur = Some((hdr, wr.wr_id));
+    b.cur = Some((hdr, wr_id));
     b.has_addr = false;
     Ok(())
 }
@@ -303,6 +320,113 @@ unsafe extern "C" fn wr_atomic_fetch_add(
     }
 }
 
+/// A FLUSH or an ATOMIC WRITE (RC only, as `send_ops` offers them): its header, with the
+/// QP's `wr_id` and `wr_flags` of the moment; no SGEs or inline data follow (`EINVAL` if a
+/// setter tries).
+///
+/// # Safety
+///
+/// As [`operation`].
+unsafe fn iba15(qpx: *mut sys::ibv_qp_ex, header: impl FnOnce(u8) -> Result<SendHeader, c_int>) {
+    // SAFETY: as the contract.
+    let (qp, (wr_id, f)) = unsafe { (qp_of(qpx), ((*qpx).wr_id, (*qpx).wr_flags)) };
+    with_batch(qp, |qp, sq| {
+        let flags = wqe_flags(f & !sys::ibv_send_flags_IBV_SEND_INLINE, &qp.caps)?;
+        begin_header(qp, sq, header(flags)?, wr_id)
+    });
+}
+
+/// `ibv_wr_atomic_write`: the 8 bytes at `atomic_wr`, as they are in memory, stored at the
+/// responder's `remote_addr` as one (`EINVAL` for a null pointer).
+///
+/// # Safety
+///
+/// As [`operation`]; `atomic_wr` is null or valid for reads of 8 bytes.
+unsafe extern "C" fn wr_atomic_write(
+    qpx: *mut sys::ibv_qp_ex,
+    rkey: u32,
+    remote_addr: u64,
+    atomic_wr: *const c_void,
+) {
+    let value = if atomic_wr.is_null() {
+        None
+    } else {
+        let mut v = [0u8; 8];
+        // SAFETY: valid for 8 bytes (contract); `v` is ours; any alignment.
+        unsafe { core::ptr::copy_nonoverlapping(atomic_wr.cast::<u8>(), v.as_mut_ptr(), 8) };
+        Some(v)
+    };
+    // SAFETY: as the contract.
+    unsafe {
+        iba15(qpx, |flags| {
+            let v = value.ok_or(libc::EINVAL)?;
+            Ok(SendHeader {
+                wqe: SendWqe {
+                    opcode: WR_ATOMIC_WRITE,
+                    flags,
+                    remote_addr,
+                    rkey,
+                    ..Default::default()
+                },
+                atomic: Some(AtomicSeg {
+                    compare_add: u64::from_le_bytes(v),
+                    swap: 0,
+                }),
+                flush: None,
+                ud: None,
+            })
+        })
+    }
+}
+
+/// `ibv_wr_flush`: `len` bytes at `remote_addr` (`IBV_FLUSH_RANGE`) or the whole MR of
+/// `rkey` (`IBV_FLUSH_MR`) to placement `ptype` (`IBV_FLUSH_GLOBAL`, `IBV_FLUSH_PERSISTENT`:
+/// the responder refuses the latter, it has no persistence domain). `EINVAL` for a range's
+/// length past 32 bits (the RETH's), no or an unknown placement, an unknown level.
+///
+/// # Safety
+///
+/// As [`operation`].
+unsafe extern "C" fn wr_flush(
+    qpx: *mut sys::ibv_qp_ex,
+    rkey: u32,
+    remote_addr: u64,
+    len: usize,
+    ptype: u8,
+    level: u8,
+) {
+    let seg = FlushSeg {
+        length: u32::try_from(len).unwrap_or(u32::MAX),
+        placement: ptype,
+        level,
+    };
+    let mut probe = [0u8; 64];
+    // (The whole MR's FLUSH has no use for the length.)
+    let valid = (level == ordma_hw::FLUSH_MR || u32::try_from(len).is_ok())
+        && seg.encode_into(&mut probe)
+        && FlushSeg::decode_from(&probe) == Some(seg);
+    // SAFETY: as the contract.
+    unsafe {
+        iba15(qpx, |flags| {
+            if !valid {
+                return Err(libc::EINVAL);
+            }
+            Ok(SendHeader {
+                wqe: SendWqe {
+                    opcode: WR_FLUSH,
+                    flags,
+                    remote_addr,
+                    rkey,
+                    ..Default::default()
+                },
+                atomic: None,
+                flush: Some(seg),
+                ud: None,
+            })
+        })
+    }
+}
+
 /// `ibv_wr_set_ud_addr`: the address of the UD WQE being built (`EINVAL` on another QP
 /// type, or for an AH that is not one, as `ibv_post_send`'s `ud_segment`).
 ///
@@ -354,6 +478,9 @@ fn set_sges(qp: &Qp, sq: &mut SendQueue, sges: &[sys::ibv_sge]) -> Result<(), c_
     amend(
         sq,
         |h| {
+            if is_flush_or_atomic_write(h.wqe.opcode) && num_sge > 0 {
+                return Err(libc::EINVAL);
+            }
             h.wqe.num_sge = num_sge;
             h.wqe.flags &= !WQE_FLAG_INLINE;
             h.wqe.inline_len = 0;

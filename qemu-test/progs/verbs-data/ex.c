@@ -13,7 +13,11 @@
  *       ibv_wr_complete returns EINVAL; ibv_post_send during an open batch is EBUSY and
  *       ibv_wr_abort drops the batch; the fast path makes no system call: a thread in
  *       seccomp's strict mode (any system call but read, write, exit and sigreturn kills
- *       the process) posts a batch of SENDs and polls their completions on both CQs.
+ *       the process) posts a batch of SENDs and polls their completions on both CQs;
+ *       IBTA 1.5's ATOMIC WRITE and FLUSH (ibv_wr_atomic_write, ibv_wr_flush): four ATOMIC
+ *       WRITEs of 8 bytes and FLUSHes of their range and of the whole MR through an MR and
+ *       a QP that allow IBV_ACCESS_FLUSH_GLOBAL, every completion and the 32 bytes; then a
+ *       FLUSH to the persistence domain, which the NIC has not: IBV_WC_REM_ACCESS_ERR.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -37,7 +41,8 @@
 #define SEND_OPS                                                                           \
 	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |   \
 	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |                    \
-	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |         \
+	 IBV_QP_EX_WITH_ATOMIC_WRITE | IBV_QP_EX_WITH_FLUSH)
 #define BATCH 16
 
 struct ex_side {
@@ -391,6 +396,60 @@ static void check_no_syscall(struct ex_side *a, struct ex_side *b)
 		       r.recvs);
 }
 
+/* ATOMIC WRITE and FLUSH from a to b, then a FLUSH to persistence (the QPs end in ERR). */
+static void check_iba15(struct ex_side *a, struct ex_side *b)
+{
+	uint64_t v[4] = { 0x0102030405060708ull, 0x1112131415161718ull, ~0ull, 42 };
+	uint8_t *dst = b->s.buf.addr;
+	struct exwc w[8];
+	struct ibv_mr *mr = ibv_reg_mr(b->s.pd, dst, 4096, RW | IBV_ACCESS_FLUSH_GLOBAL);
+	struct ibv_qp_attr qa = { .qp_access_flags = RW | IBV_ACCESS_FLUSH_GLOBAL };
+
+	if (!mr || ibv_modify_qp(b->s.qp, &qa, IBV_QP_ACCESS_FLAGS)) {
+		FAIL("an MR and a QP allowing IBV_ACCESS_FLUSH_GLOBAL: %s", strerror(errno));
+		return;
+	}
+	memset(dst, 0xee, 48);
+	ibv_wr_start(a->qp);
+	a->qp->wr_flags = IBV_SEND_SIGNALED;
+	for (int i = 0; i < 4; i++) {
+		a->qp->wr_id = 8000 + i;
+		ibv_wr_atomic_write(a->qp, mr->rkey, (uintptr_t)dst + 8 * i, &v[i]);
+	}
+	a->qp->wr_id = 8004;
+	ibv_wr_flush(a->qp, mr->rkey, (uintptr_t)dst, 32, IBV_FLUSH_GLOBAL, IBV_FLUSH_RANGE);
+	a->qp->wr_id = 8005;
+	ibv_wr_flush(a->qp, mr->rkey, 0, 0, IBV_FLUSH_GLOBAL, IBV_FLUSH_MR);
+	int rc = ibv_wr_complete(a->qp);
+	int n = rc ? 0 : poll_exactly(a->cq, w, 6);
+	int ok = n == 6;
+	for (int i = 0; i < n; i++)
+		ok &= w[i].wr_id == 8000u + i && w[i].status == IBV_WC_SUCCESS &&
+		      w[i].opcode == (i < 4 ? IBV_WC_ATOMIC_WRITE : IBV_WC_FLUSH) &&
+		      w[i].byte_len == (i < 4 ? 8u : 0u);
+	uint8_t tail[16];
+	memset(tail, 0xee, sizeof(tail));
+	if (rc || !ok || memcmp(dst, v, 32) || memcmp(dst + 32, tail, 16))
+		FAIL("ATOMIC WRITE and FLUSH: ibv_wr_complete %s, %d completions%s, bytes %s",
+		     strerror(rc), n, ok ? "" : " not all as wanted",
+		     memcmp(dst, v, 32) ? "differ" : "beyond the words touched");
+	else
+		printf("ok 4 ATOMIC WRITEs of 8 bytes (each stored, nothing beyond), a FLUSH of their "
+		       "range and of the whole MR: completions in order with their opcodes\n");
+	ibv_wr_start(a->qp);
+	a->qp->wr_id = 8006;
+	ibv_wr_flush(a->qp, mr->rkey, (uintptr_t)dst, 8, IBV_FLUSH_PERSISTENT, IBV_FLUSH_RANGE);
+	rc = ibv_wr_complete(a->qp);
+	n = rc ? 0 : poll_exactly(a->cq, w, 1);
+	if (n != 1 || w[0].status != IBV_WC_REM_ACCESS_ERR)
+		FAIL("a FLUSH to the persistence domain: %s, status %s", strerror(rc),
+		     n ? ibv_wc_status_str(w[0].status) : "none");
+	else
+		printf("ok a FLUSH to the persistence domain (which the NIC has not): "
+		       "IBV_WC_REM_ACCESS_ERR\n");
+	ibv_dereg_mr(mr);
+}
+
 void check_ex(void)
 {
 	static const size_t sizes[] = { 0, 1, 4095, 4097, 65536, (1u << 20) + 3, MAX_MSG };
@@ -408,6 +467,7 @@ void check_ex(void)
 	check_batch(&a, &b);
 	check_refusals(&a, &b);
 	check_no_syscall(&a, &b);
+	check_iba15(&a, &b);
 	side_close(&a.s);
 	side_close(&b.s);
 }

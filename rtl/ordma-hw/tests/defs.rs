@@ -5,7 +5,7 @@ use ordma_hw::*;
 #[test]
 fn version_fields_split_major_and_minor() {
     assert_eq!(version_major(VERSION), 1);
-    assert_eq!(version_minor(VERSION), 7, "1.7: SRQs and CQs resized");
+    assert_eq!(version_minor(VERSION), 8, "1.8: ATOMIC WRITE and FLUSH");
     assert_eq!(version_major(0x0003_0007), 3);
     assert_eq!(version_minor(0x0003_0007), 7);
     assert_eq!(version_major(u32::MAX), 0xffff);
@@ -1113,4 +1113,25 @@ fn port_counters_layout() {
     w.add(CNT_ATOMICS, 2);
     assert_eq!(w.get(CNT_ATOMICS), 1, "64-bit counters wrap");
     assert_eq!(w.get(NUM_COUNTERS), 0);
+}
+
+#[test]
+fn flush_segment_round_trips_and_rejects_what_it_does_not_know() {
+    let seg = FlushSeg {
+        length: 0x1234_5678,
+        placement: FLUSH_GLOBAL | FLUSH_PERSISTENT,
+        level: FLUSH_MR,
+    };
+    let mut b = [0xffu8; 64];
+    assert!(seg.encode_into(&mut b));
+    assert_eq!(b[32..48], [0x78, 0x56, 0x34, 0x12, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(FlushSeg::decode_from(&b), Some(seg));
+    for (at, v) in [(36, 0), (36, 4), (37, 2), (38, 1), (47, 1)] {
+        let mut c = b;
+        c[at] = v;
+        assert_eq!(FlushSeg::decode_from(&c), None, "byte {at} = {v}");
+    }
+    assert!(!seg.encode_into(&mut [0u8; 47]));
+    assert!(is_rd_atomic(WR_FLUSH) && is_rd_atomic(WR_ATOMIC_WRITE) && is_rd_atomic(WR_RDMA_READ));
+    assert!(!is_atomic(WR_ATOMIC_WRITE) && !is_rd_atomic(WR_RDMA_WRITE));
 }

@@ -54,6 +54,8 @@ pub enum Atomic64 {
     },
     /// Adds the value (wrapping).
     FetchAdd(u64),
+    /// Writes the value (an ATOMIC WRITE: one 64-bit store).
+    Store(u64),
 }
 
 impl Atomic64 {
@@ -63,6 +65,7 @@ impl Atomic64 {
             Atomic64::CmpSwap { compare, swap } if old == compare => swap,
             Atomic64::CmpSwap { .. } => old,
             Atomic64::FetchAdd(add) => old.wrapping_add(add),
+            Atomic64::Store(v) => v,
         }
     }
 }

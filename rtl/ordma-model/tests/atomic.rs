@@ -4,7 +4,10 @@
 //! drops, duplicates and reorders frames (the responder's replay cache answers a duplicate
 //! request without executing it again); the errors (misaligned address, no
 //! `REMOTE_ATOMIC` on the MR or the QP, no responder resources, local length, malformed
-//! WQEs); atomics and READs sharing the initiator depth.
+//! WQEs); atomics and READs sharing the initiator depth. ATOMIC WRITE and FLUSH (IBTA 1.5):
+//! the word stored once, FLUSH of a range and of a whole MR, their errors (misaligned,
+//! persistence, no access on the MR or the QP, past the MR, no responder resources,
+//! malformed WQEs, UC), and both over a lossy wire among fetch and adds.
 
 mod common;
 
@@ -503,4 +506,252 @@ fn atomics_and_reads_share_the_initiator_depth() {
         ]
     );
     assert_eq!((result(&p.r[0], 0), result(&p.r[0], 1)), (0, 1));
+}
+
+// ATOMIC WRITE and FLUSH (IBTA 1.5, interface 1.8).
+
+/// Posts an ATOMIC WRITE of `v` at `va` (key `rkey`) from `r`'s QP A; its index.
+fn post_atomic_write(r: &mut Rig, va: u64, rkey: u32, v: u64) -> u16 {
+    let op = hw::WR_ATOMIC_WRITE;
+    r.put_atomic('a', op, SIGNALED, va, rkey, fadd(v), &[])
+}
+
+/// Posts a FLUSH of `seg` at `va` (key `rkey`) from `r`'s QP A; its index.
+fn post_flush(r: &mut Rig, va: u64, rkey: u32, seg: hw::FlushSeg) -> u16 {
+    let w = hw::SendWqe {
+        opcode: hw::WR_FLUSH,
+        flags: SIGNALED,
+        remote_addr: va,
+        rkey,
+        ..Default::default()
+    };
+    let mut b = vec![0u8; 1 << SQ_WQE_LOG];
+    assert!(w.encode_into(&mut b) && seg.encode_into(&mut b));
+    let q = &mut r.a;
+    let at = q.sq + (u64::from(q.sq_pi % (1 << SQ_LOG)) << SQ_WQE_LOG);
+    r.mem.dma_write(at, &b).unwrap();
+    let idx = q.sq_pi;
+    q.sq_pi = q.sq_pi.wrapping_add(1);
+    idx
+}
+
+fn flush(length: u32, placement: u8, level: u8) -> hw::FlushSeg {
+    hw::FlushSeg {
+        length,
+        placement,
+        level,
+    }
+}
+
+fn with_flush(a: &mut hw::QpAttr) {
+    a.qp_access_flags |= hw::ACCESS_FLUSH_GLOBAL;
+}
+
+/// The completions of QP A: (status, opcode, index, byte_len), as many as there are.
+fn send_cqes(r: &mut Rig) -> Vec<(u8, u8, u16, u32)> {
+    std::iter::from_fn(|| r.poll('s'))
+        .map(|c| (c.status, c.opcode, c.wqe_index, c.byte_len))
+        .collect()
+}
+
+#[test]
+fn atomic_write_and_flush() {
+    for (name, mut p, key) in pairs(with_flush) {
+        let rx = p.rx();
+        let flush_key = atomic_mr(&mut p.r[rx], ALL | hw::ACCESS_FLUSH_GLOBAL);
+        set_word(&p.r[rx], ATOM_VA + 0x2000, 1);
+        set_word(&p.r[rx], ATOM_VA + 0x2008, 2);
+        set_word(&p.r[rx], ATOM_VA + 0x2010, 3);
+        let r = &mut p.r[0];
+        post_atomic_write(r, ATOM_VA + 0x2008, key, 0x0102_0304_0506_0708);
+        post_atomic_write(r, ATOM_VA + 0x2008, key, 0xfedc_ba98_7654_3210);
+        post_flush(
+            r,
+            ATOM_VA + 0x2000,
+            flush_key,
+            flush(24, hw::FLUSH_GLOBAL, hw::FLUSH_RANGE),
+        );
+        // The whole MR (address and length unused), and a range of nothing.
+        post_flush(
+            r,
+            0,
+            flush_key,
+            flush(12_345_678, hw::FLUSH_GLOBAL, hw::FLUSH_MR),
+        );
+        post_flush(
+            r,
+            ATOM_VA,
+            flush_key,
+            flush(0, hw::FLUSH_GLOBAL, hw::FLUSH_RANGE),
+        );
+        r.ring_sq('a');
+        p.settle(10);
+        let (aw, fl) = (hw::WC_ATOMIC_WRITE, hw::WC_FLUSH);
+        assert_eq!(
+            send_cqes(&mut p.r[0]),
+            [
+                (0, aw, 0, 8),
+                (0, aw, 1, 8),
+                (0, fl, 2, 0),
+                (0, fl, 3, 0),
+                (0, fl, 4, 0)
+            ],
+            "{name}"
+        );
+        let words: Vec<u64> = (0..3)
+            .map(|i| word(&p.r[rx], ATOM_VA + 0x2000 + 8 * i))
+            .collect();
+        assert_eq!(
+            words,
+            [1, 0xfedc_ba98_7654_3210, 3],
+            "{name}: the last one stored, alone"
+        );
+        assert!(p.r[rx].poll('r').is_none(), "{name}: no receive completion");
+        let b = p.r[rx].b.qpn;
+        assert_eq!(p.r[rx].state(b), hw::QPS_RTS, "{name}");
+        assert_eq!(p.ticks, 0, "{name}");
+    }
+}
+
+#[test]
+fn atomic_write_and_flush_errors() {
+    // Remote: (case, expected status, the responder's QP in ERR).
+    for case in 0..8 {
+        let f: fn(&mut hw::QpAttr) = match case {
+            5 => |a| a.qp_access_flags &= !hw::ACCESS_REMOTE_WRITE,
+            6 => |_| {},
+            7 => |a| {
+                with_flush(a);
+                a.max_dest_rd_atomic = 0;
+            },
+            _ => with_flush,
+        };
+        for (name, mut p, key) in pairs(f) {
+            let rx = p.rx();
+            let no_flush = key;
+            let flush_key = atomic_mr(&mut p.r[rx], ALL | hw::ACCESS_FLUSH_GLOBAL);
+            let g = hw::FLUSH_GLOBAL;
+            let r = &mut p.r[0];
+            let (want, err) = match case {
+                // Misaligned.
+                0 => (
+                    post_atomic_write(r, ATOM_VA + 4, key, 9),
+                    hw::WC_REM_INV_REQ_ERR,
+                ),
+                // Persistence: the NIC has none.
+                1 => {
+                    let s = flush(8, hw::FLUSH_PERSISTENT, hw::FLUSH_RANGE);
+                    (post_flush(r, ATOM_VA, flush_key, s), hw::WC_REM_ACCESS_ERR)
+                }
+                // An MR without FLUSH_GLOBAL.
+                2 => {
+                    let s = flush(8, g, hw::FLUSH_MR);
+                    (post_flush(r, ATOM_VA, no_flush, s), hw::WC_REM_ACCESS_ERR)
+                }
+                // A range past the MR's end.
+                3 => {
+                    let s = flush(4097, g, hw::FLUSH_RANGE);
+                    let va = ATOM_VA + 63 * 4096;
+                    (post_flush(r, va, flush_key, s), hw::WC_REM_ACCESS_ERR)
+                }
+                // An MR without REMOTE_WRITE (the atomic MR without it).
+                4 => {
+                    let read_only = hw::ACCESS_REMOTE_READ;
+                    let k = atomic_mr(&mut p.r[rx], read_only);
+                    let r = &mut p.r[0];
+                    (post_atomic_write(r, ATOM_VA, k, 9), hw::WC_REM_ACCESS_ERR)
+                }
+                // A QP without REMOTE_WRITE; a QP without FLUSH_GLOBAL.
+                5 => (post_atomic_write(r, ATOM_VA, key, 9), hw::WC_REM_ACCESS_ERR),
+                6 => {
+                    let s = flush(8, g, hw::FLUSH_RANGE);
+                    (post_flush(r, ATOM_VA, flush_key, s), hw::WC_REM_ACCESS_ERR)
+                }
+                // No responder resources.
+                _ => (
+                    post_atomic_write(r, ATOM_VA, key, 9),
+                    hw::WC_REM_INV_REQ_ERR,
+                ),
+            };
+            p.r[0].ring_sq('a');
+            p.settle(10);
+            let c = p.r[0].cqe('s');
+            assert_eq!((c.wqe_index, c.status), (want, err), "{name}, case {case}");
+            let b = p.r[rx].b.qpn;
+            let state = if case == 7 { hw::QPS_RTS } else { hw::QPS_ERR };
+            assert_eq!(p.r[rx].state(b), state, "{name}, case {case}");
+            assert_eq!(word(&p.r[rx], ATOM_VA), 0, "{name}, case {case}: untouched");
+        }
+    }
+    // Local: SGEs, a swap value, inline, an unknown placement or level: LOC_QP_OP_ERR.
+    let edits: [Edit; 5] = [
+        |b| b[2] = 1,
+        |b| b[hw::SQ_WQE_ATOMIC_OFFSET as usize + 8] = 1,
+        |b| b[1] |= hw::WQE_FLAG_INLINE,
+        |b| b[hw::SQ_WQE_FLUSH_OFFSET as usize + 4] = 4,
+        |b| b[hw::SQ_WQE_FLUSH_OFFSET as usize + 5] = 2,
+    ];
+    for (k, edit) in edits.into_iter().enumerate() {
+        let mut p = Pair::new(|a| {
+            with_atomics(a);
+            with_flush(a);
+        });
+        let key = atomic_mr(&mut p.r[1], ALL | hw::ACCESS_FLUSH_GLOBAL);
+        let i = if k < 3 {
+            post_atomic_write(&mut p.r[0], ATOM_VA, key, 9)
+        } else {
+            post_flush(&mut p.r[0], ATOM_VA, key, flush(8, hw::FLUSH_GLOBAL, 0))
+        };
+        let at = p.r[0].a.sq + (u64::from(i % (1 << SQ_LOG)) << SQ_WQE_LOG);
+        let mut b = vec![0u8; 1 << SQ_WQE_LOG];
+        p.r[0].mem.dma_read(at, &mut b).unwrap();
+        edit(&mut b);
+        p.r[0].mem.dma_write(at, &b).unwrap();
+        p.r[0].ring_sq('a');
+        p.settle(10);
+        assert_eq!(p.r[0].cqe('s').status, hw::WC_LOC_QP_OP_ERR, "edit {k}");
+        assert_eq!(word(&p.r[1], ATOM_VA), 0, "edit {k}: untouched");
+    }
+}
+
+#[test]
+fn atomic_writes_and_flushes_over_a_lossy_wire() {
+    // 20 ATOMIC WRITEs of increasing values to one word, a FLUSH after every fourth, and
+    // fetch and adds between them on another word: in order, each once, whatever the wire
+    // drops, duplicates or holds back (a duplicate is answered, never executed again: a
+    // late ATOMIC WRITE executed twice would put an old value back).
+    for seed in 0..6u64 {
+        for (name, mut p, key) in pairs(|a| {
+            with_flush(a);
+            a.max_rd_atomic = 4;
+        }) {
+            if name == "loopback" {
+                continue;
+            }
+            p.fault = lossy(seed, 6);
+            let rx = p.rx();
+            let fk = atomic_mr(&mut p.r[rx], ALL | hw::ACCESS_FLUSH_GLOBAL);
+            let mut want = Vec::new();
+            for k in 0..20u64 {
+                let r = &mut p.r[0];
+                want.push((0, hw::WC_ATOMIC_WRITE, 8));
+                post_atomic_write(r, ATOM_VA + 0x10, key, 100 + k);
+                want.push((0, hw::WC_FETCH_ADD, 8));
+                post_fadd(r, 'a', ATOM_VA + 0x18, key, 1, k);
+                if k % 4 == 3 {
+                    want.push((0, hw::WC_FLUSH, 0));
+                    post_flush(r, ATOM_VA, fk, flush(64, hw::FLUSH_GLOBAL, hw::FLUSH_RANGE));
+                }
+            }
+            p.r[0].ring_sq('a');
+            p.settle(400);
+            let got: Vec<(u8, u8, u32)> = send_cqes(&mut p.r[0])
+                .into_iter()
+                .map(|(s, o, _, n)| (s, o, n))
+                .collect();
+            assert_eq!(got, want, "{name}, seed {seed}");
+            assert_eq!(word(&p.r[rx], ATOM_VA + 0x10), 119, "{name}, seed {seed}");
+            assert_eq!(word(&p.r[rx], ATOM_VA + 0x18), 20, "{name}, seed {seed}");
+        }
+    }
 }

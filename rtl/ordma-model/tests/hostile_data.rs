@@ -46,7 +46,12 @@ fn random_wqe(rng: &mut Rng, size: usize, send: bool, keys: &[u32]) -> Vec<u8> {
             rng.below(16) as u8 & !hw::WQE_FLAG_INLINE
         };
         let inline = rng.below(4) == 0;
-        let opcode = rng.below(8) as u8;
+        // The opcodes up to 7 (7 is none), and 1.8's FLUSH and ATOMIC WRITE.
+        let opcode = match rng.below(10) {
+            8 => hw::WR_FLUSH,
+            9 => hw::WR_ATOMIC_WRITE,
+            o => o as u8,
+        };
         let atomic = hw::is_atomic(opcode) && !inline;
         let w = hw::SendWqe {
             opcode,
@@ -60,6 +65,31 @@ fn random_wqe(rng: &mut Rng, size: usize, send: bool, keys: &[u32]) -> Vec<u8> {
         w.encode_into(&mut b);
         if inline {
             b.iter_mut().skip(32).for_each(|x| *x = rng.next() as u8);
+            return b;
+        }
+        if hw::is_flush_or_atomic_write(opcode) && rng.below(2) == 0 {
+            // Half plausible: no SGEs, a word or range of the MR that allows atomics (the
+            // last key), any placement and level, any length.
+            let w = hw::SendWqe {
+                remote_addr: SMALL_VA + 8 * rng.below(0x8400),
+                rkey: keys[keys.len() - 1],
+                num_sge: 0,
+                ..w
+            };
+            w.encode_into(&mut b);
+            hw::AtomicSeg {
+                compare_add: rng.next(),
+                swap: 0,
+            }
+            .encode_into(&mut b);
+            if opcode == hw::WR_FLUSH {
+                hw::FlushSeg {
+                    length: length(rng),
+                    placement: rng.below(4) as u8,
+                    level: rng.below(3) as u8,
+                }
+                .encode_into(&mut b);
+            }
             return b;
         }
         if atomic {
@@ -148,13 +178,14 @@ fn random_wqes_on_connected_qps_never_break_the_engine() {
         let mut rig = Rig::with(|a| {
             a.rnr_retry = rnr;
             a.path_mtu = (seed % 5 + 1) as u8;
-            a.qp_access_flags |= hw::ACCESS_REMOTE_ATOMIC;
+            a.qp_access_flags |= hw::ACCESS_REMOTE_ATOMIC | hw::ACCESS_FLUSH_GLOBAL;
         });
         let pages: Vec<u64> = (0..64).map(|i| SMALL_PHYS + small_page(i) * 4096).collect();
         let all = hw::ACCESS_LOCAL_WRITE
             | hw::ACCESS_REMOTE_WRITE
             | hw::ACCESS_REMOTE_READ
-            | hw::ACCESS_REMOTE_ATOMIC;
+            | hw::ACCESS_REMOTE_ATOMIC
+            | hw::ACCESS_FLUSH_GLOBAL;
         let mut victim = Some(rig.mr(SMALL_VA, 64 * 4096, 12, &pages, all));
         // The RC pair A and B, and a UC pair (in RESET until a reconnection picks it):
         // (QPN, SQ, RQ) each.

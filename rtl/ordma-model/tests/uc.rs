@@ -286,12 +286,19 @@ fn reads_and_atomics_are_refused() {
         hw::WR_RDMA_READ,
         hw::WR_ATOMIC_FETCH_AND_ADD,
         hw::WR_ATOMIC_CMP_AND_SWP,
+        hw::WR_ATOMIC_WRITE,
+        hw::WR_FLUSH,
     ] {
         for (name, mut p) in pairs() {
             let rx = p.rx();
             let big = p.r[rx].big;
             let small = p.r[0].small;
-            if hw::is_atomic(op) {
+            if hw::is_flush_or_atomic_write(op) {
+                // No SGEs, as they have none; a FLUSH's segment all zero.
+                let seg = hw::AtomicSeg::default();
+                p.r[0].put_atomic('a', op, SIGNALED, BIG_VA, big, seg, &[]);
+                p.r[0].ring_sq('a');
+            } else if hw::is_atomic(op) {
                 let s = [sge(SMALL_VA, 8, small)];
                 let seg = hw::AtomicSeg::default();
                 p.r[0].put_atomic('a', op, SIGNALED, BIG_VA, big, seg, &s);

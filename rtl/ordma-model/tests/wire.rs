@@ -448,7 +448,13 @@ fn hostile_frames_never_panic() {
     r.nic.receive_frame(&other, &r.mem, &r.irq);
     assert_eq!(r.nic.counters().get(Anomaly::BadFrame), bad + 1);
     // Valid frames with hostile headers: every opcode (UD's too, at RC QPs), PSNs, QPNs.
-    for op in (0..=0x14u8).chain([packet::UD_SEND_ONLY, packet::UD_SEND_ONLY_IMM]) {
+    let ops = [
+        packet::FLUSH,
+        packet::ATOMIC_WRITE,
+        packet::UD_SEND_ONLY,
+        packet::UD_SEND_ONLY_IMM,
+    ];
+    for op in (0..=0x14u8).chain(ops) {
         for (qpn, psn) in [(p.r[1].b.qpn, 500), (p.r[1].b.qpn, 0x80_0000), (77, 500)] {
             let ext = packet::headers(op).unwrap();
             let pkt = packet::Packet {
@@ -479,6 +485,10 @@ fn hostile_frames_never_panic() {
                 deth: ext.deth.then_some(packet::Deth {
                     qkey: rnd() as u32,
                     src_qp: qpn,
+                }),
+                feth: ext.feth.then_some(packet::Feth {
+                    placement: rnd() as u8 & 0xf,
+                    level: rnd() as u8 & 3,
                 }),
             };
             let f = wire::encode(&port::lid_route(1, 2), 2, &pkt, &[7; 33]);

@@ -304,3 +304,98 @@ fn each_qp_type_offers_the_operations_it_posts() {
     set_functions(&mut e, send);
     assert!(e.wr_send.is_some() && e.wr_rdma_write.is_none() && e.wr_complete.is_some());
 }
+
+#[test]
+fn atomic_write_and_flush_stage_their_segments() {
+    let mut a = qp(cap(8, 2, 64, 0, 0), false, RTS, 7);
+    let x = ex(&mut a);
+    let value = [1u8, 2, 3, 4, 5, 6, 7, 8];
+    let (raddr, rkey) = (0x1122_3344_5566_7788, 0xaabb_ccdd);
+    // SAFETY: the test's live extended QP with every function set; `value` is 8 bytes.
+    unsafe {
+        let f = &*x;
+        f.wr_start.expect("wr_start")(x);
+        set_wr(x, 1, SIGNALED | sys::ibv_send_flags_IBV_SEND_FENCE);
+        f.wr_atomic_write.expect("atomic_write")(x, rkey, raddr, value.as_ptr().cast());
+        set_wr(x, 2, 0);
+        let (g, mr) = (ordma_hw::FLUSH_GLOBAL, ordma_hw::FLUSH_MR);
+        f.wr_flush.expect("flush")(x, rkey, raddr, 1 << 40, g, mr);
+        f.wr_flush.expect("flush")(x, rkey, raddr, 4096, g, ordma_hw::FLUSH_RANGE);
+    }
+    assert_eq!(finish(&a), Ok(3));
+    let w = slot(&a.sq, 0);
+    let hdr = SendWqe::decode(&w).expect("a header");
+    assert_eq!(
+        (
+            hdr.opcode,
+            hdr.flags,
+            hdr.num_sge,
+            hdr.remote_addr,
+            hdr.rkey
+        ),
+        (
+            ordma_hw::WR_ATOMIC_WRITE,
+            ordma_hw::WQE_FLAG_SIGNALED | ordma_hw::WQE_FLAG_FENCE,
+            0,
+            raddr,
+            rkey
+        )
+    );
+    // The bytes as they were in memory.
+    assert_eq!(w[32..40], value);
+    assert_eq!(w[40..48], [0; 8]);
+    let seg = |i| FlushSeg::decode_from(&slot(&a.sq, i)).expect("a flush segment");
+    assert_eq!(
+        SendWqe::decode(&slot(&a.sq, 1)).map(|h| h.opcode),
+        Some(WR_FLUSH)
+    );
+    // The whole MR's length does not matter (past 32 bits: kept at the most).
+    assert_eq!(
+        seg(1),
+        FlushSeg {
+            length: u32::MAX,
+            placement: 1,
+            level: 1
+        }
+    );
+    assert_eq!(
+        seg(2),
+        FlushSeg {
+            length: 4096,
+            placement: 1,
+            level: 0
+        }
+    );
+    // Refused, nothing posted: a range past 32 bits, no or an unknown placement, an
+    // unknown level, an SGE after either, inline data, a null value.
+    let head = lock(&a.sq).head();
+    for bad in 0..7 {
+        // SAFETY: as above.
+        unsafe {
+            let f = &*x;
+            f.wr_start.expect("wr_start")(x);
+            let flush = f.wr_flush.expect("flush");
+            match bad {
+                0 => flush(x, rkey, raddr, 1 << 32, 1, 0),
+                1 => flush(x, rkey, raddr, 8, 0, 0),
+                2 => flush(x, rkey, raddr, 8, 4, 0),
+                3 => flush(x, rkey, raddr, 8, 1, 2),
+                4 | 5 => {
+                    f.wr_atomic_write.expect("aw")(x, rkey, raddr, value.as_ptr().cast());
+                    if bad == 4 {
+                        f.wr_set_sge.expect("sge")(x, 1, 0x1000, 8);
+                    } else {
+                        f.wr_set_inline_data.expect("inline")(
+                            x,
+                            value.as_ptr().cast_mut().cast(),
+                            8,
+                        );
+                    }
+                }
+                _ => f.wr_atomic_write.expect("aw")(x, rkey, raddr, ptr::null()),
+            }
+        }
+        assert_eq!(finish(&a), Err(libc::EINVAL), "case {bad}");
+        assert_eq!(lock(&a.sq).head(), head, "case {bad}");
+    }
+}

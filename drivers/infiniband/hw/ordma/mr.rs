@@ -40,6 +40,8 @@ fn hw_access(access: ib::Access) -> Result<u32> {
         (A::REMOTE_WRITE, hw::ACCESS_REMOTE_WRITE),
         (A::REMOTE_READ, hw::ACCESS_REMOTE_READ),
         (A::REMOTE_ATOMIC, hw::ACCESS_REMOTE_ATOMIC),
+        // (ib_core allows it only when the device claims FLUSH: interface 1.8.)
+        (A::FLUSH_GLOBAL, hw::ACCESS_FLUSH_GLOBAL),
     ];
     let mut rest = access;
     let mut bits = 0;

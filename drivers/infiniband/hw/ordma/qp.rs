@@ -38,6 +38,9 @@ pub(crate) struct QpLimits {
     pub(crate) max_sge: u32,
     /// The port: the largest path MTU, its link layer and GID table (an address's rules).
     pub(crate) port: hw::PortShape,
+    /// Whether the NIC executes FLUSH (interface 1.8): a QP's `FLUSH_GLOBAL` permission
+    /// goes to it.
+    pub(crate) flush: bool,
 }
 
 /// A QP on the NIC; dropping it destroys it there.
@@ -51,6 +54,8 @@ pub(crate) struct Qp<'bound> {
     qp_type: ib::QpType,
     caps: ib::QpCaps,
     port: hw::PortShape,
+    /// [`QpLimits::flush`].
+    flush: bool,
     /// The state as last set or queried (the NIC may have moved it to `ERR` since); the
     /// lock serialises modifies.
     #[pin]
@@ -250,7 +255,7 @@ impl<'bound> Qp<'bound> {
             uctx.db_page()
         );
         // Nothing below fails: the QP is never dropped half made.
-        let (nic, port) = (nic.clone(), limits.port);
+        let (nic, port, flush) = (nic.clone(), limits.port, limits.flush);
         let db_page = uctx.db_page();
         let qp_type = init.qp_type;
         Ok(try_pin_init!(Self {
@@ -260,6 +265,7 @@ impl<'bound> Qp<'bound> {
             qp_type,
             caps,
             port,
+            flush,
             state <- new_mutex!(hw::QPS_RESET, "ordma_qp_state"),
             memory: Some(memory),
         }? Error))
@@ -303,7 +309,7 @@ impl<'bound> Qp<'bound> {
         } else {
             cur
         };
-        let a = to_hw(attr);
+        let a = to_hw(attr, self.flush);
         // The transition table is ib_core's for the QP's type; the NIC checks its copy
         // (`modify_ok`) again.
         if !ib::modify_qp_is_ok(cur, next, self.qp_type, mask)
@@ -365,8 +371,17 @@ fn byte(v: u32) -> u8 {
     u8::try_from(v).unwrap_or(u8::MAX)
 }
 
-/// ib_core's attributes in the NIC's format.
-fn to_hw(a: &ib::QpAttr) -> hw::QpAttr {
+/// ib_core's attributes in the NIC's format; `flush`: [`QpLimits::flush`].
+fn to_hw(a: &ib::QpAttr, flush: bool) -> hw::QpAttr {
+    // The IB access bits are the NIC's. A FLUSH permission the NIC cannot honour is
+    // dropped (as mlx5 does with what it does not implement; rdma-core's tests ask for
+    // both on every RC QP): to the persistence domain, which it has none of, and before
+    // 1.8 any (a remote FLUSH is then an opcode it refuses).
+    let dropped = if flush {
+        ib::Access::FLUSH_PERSISTENT
+    } else {
+        ib::Access::FLUSH
+    };
     hw::QpAttr {
         qp_state: a.qp_state,
         cur_qp_state: a.cur_qp_state,
@@ -376,11 +391,7 @@ fn to_hw(a: &ib::QpAttr) -> hw::QpAttr {
         rq_psn: a.rq_psn,
         sq_psn: a.sq_psn,
         dest_qp_num: a.dest_qp_num,
-        // The IB access bits are the NIC's. A QP's FLUSH permission is dropped (as mlx5
-        // does with what it does not implement; rdma-core's tests ask for it on every RC
-        // QP): it allows what this NIC never executes, a remote FLUSH being an opcode it
-        // refuses.
-        qp_access_flags: a.qp_access_flags & !ib::Access::FLUSH.bits(),
+        qp_access_flags: a.qp_access_flags & !dropped.bits(),
         pkey_index: a.pkey_index,
         en_sqd_async_notify: a.en_sqd_async_notify,
         sq_draining: 0,

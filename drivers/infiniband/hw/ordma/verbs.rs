@@ -159,6 +159,8 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
                 ib::AtomicCap::None
             },
             srq_resize: self.srq_limits().resize,
+            atomic_write: self.flushes(),
+            flush_global: self.flushes(),
         })
     }
 
@@ -307,6 +309,7 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
                 max_wr: self.max_qp_wr(),
                 max_sge: self.attrs.max_sge,
                 port: self.port.shape(),
+                flush: self.flushes(),
             };
             Qp::new(
                 &self.nic, u.uctx, pd, send_cq, recv_cq, srq, init, &limits, u.pages, u.udata,
@@ -394,6 +397,12 @@ impl OrdmaIb<'_> {
     /// Whether the NIC resizes SRQs and CQs (`MODIFY_SRQ` bit 0, `RESIZE_CQ`): 1.7 on.
     fn resizes(&self) -> bool {
         self.minor >= 7
+    }
+
+    /// Whether the NIC executes IBTA 1.5's ATOMIC WRITE and FLUSH (interface 1.8; FLUSH to
+    /// global visibility only).
+    fn flushes(&self) -> bool {
+        self.minor >= 8
     }
 
     /// What an SRQ is checked against.

@@ -50,7 +50,7 @@ pub const REG_AQ_SQ_DB: usize = 0x040;
 pub const REG_EQ_DB: usize = 0x044;
 
 /// The interface version this file describes, as `VERSION` reports it.
-pub const VERSION: u32 = (1 << 16) | 7;
+pub const VERSION: u32 = (1 << 16) | 8;
 
 /// The major part of a `VERSION` value; drivers refuse a major they do not know.
 pub const fn version_major(version: u32) -> u16 {
@@ -769,9 +769,16 @@ pub const ACCESS_REMOTE_READ: u32 = 1 << 2;
 /// MR/QP access flag: remote atomics (`IB_ACCESS_REMOTE_ATOMIC`); needs `LOCAL_WRITE` on
 /// MRs.
 pub const ACCESS_REMOTE_ATOMIC: u32 = 1 << 3;
+/// MR/QP access flag (1.8): remote FLUSHes to global visibility
+/// (`IB_ACCESS_FLUSH_GLOBAL`). There is no persistent flag: the NIC has no persistence
+/// domain.
+pub const ACCESS_FLUSH_GLOBAL: u32 = 1 << 8;
 /// Every access flag the NIC knows; other bits are `AQ_BAD_PARAM`.
-pub const ACCESS_ALL: u32 =
-    ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ | ACCESS_REMOTE_ATOMIC;
+pub const ACCESS_ALL: u32 = ACCESS_LOCAL_WRITE
+    | ACCESS_REMOTE_WRITE
+    | ACCESS_REMOTE_READ
+    | ACCESS_REMOTE_ATOMIC
+    | ACCESS_FLUSH_GLOBAL;
 
 mod counters;
 mod cq;

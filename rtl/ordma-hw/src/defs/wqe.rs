@@ -30,9 +30,90 @@ pub const WR_ATOMIC_CMP_AND_SWP: u8 = 5;
 /// original value comes back into the local SGEs (1.2).
 pub const WR_ATOMIC_FETCH_AND_ADD: u8 = 6;
 
+/// Send opcode (`IBV_WR_FLUSH`, IBTA 1.5): make the responder's writes to a range of an
+/// MR, or to the whole MR, globally visible; the range and the kind in the WQE's flush
+/// segment ([`FlushSeg`]), no SGEs (1.8).
+pub const WR_FLUSH: u8 = 14;
+/// Send opcode (`IBV_WR_ATOMIC_WRITE`, IBTA 1.5): write 8 bytes at the responder as one
+/// atomic store, at an 8-byte aligned address; the bytes in the atomic segment's
+/// `compare_add` ([`AtomicSeg`], as they are in memory, `swap` zero), no SGEs (1.8).
+pub const WR_ATOMIC_WRITE: u8 = 15;
+
 /// Whether send opcode `op` is an atomic.
 pub const fn is_atomic(op: u8) -> bool {
     op == WR_ATOMIC_CMP_AND_SWP || op == WR_ATOMIC_FETCH_AND_ADD
+}
+
+/// Whether send opcode `op` is a FLUSH or an ATOMIC WRITE: one request packet, no local
+/// data, answered by an empty read response (1.8).
+pub const fn is_flush_or_atomic_write(op: u8) -> bool {
+    op == WR_FLUSH || op == WR_ATOMIC_WRITE
+}
+
+/// Whether send opcode `op` takes one of the QP's initiator depth (`max_rd_atomic`) and
+/// one of its peer's responder resources: READ, the atomics, FLUSH, ATOMIC WRITE.
+pub const fn is_rd_atomic(op: u8) -> bool {
+    op == WR_RDMA_READ || is_atomic(op) || is_flush_or_atomic_write(op)
+}
+
+/// A FLUSH's placement type (`IBV_FLUSH_GLOBAL`): to global visibility.
+pub const FLUSH_GLOBAL: u8 = 1 << 0;
+/// A FLUSH's placement type (`IBV_FLUSH_PERSISTENT`): to the persistence domain; this NIC
+/// has none, so no MR allows it and a FLUSH asking for it is a remote access error.
+pub const FLUSH_PERSISTENT: u8 = 1 << 1;
+/// A FLUSH's level (`IBV_FLUSH_RANGE`): the range `remote_addr`, `length`.
+pub const FLUSH_RANGE: u8 = 0;
+/// A FLUSH's level (`IBV_FLUSH_MR`): the whole MR of the rkey (address and length unused).
+pub const FLUSH_MR: u8 = 1;
+/// Offset of a FLUSH WQE's flush segment ([`FlushSeg`]).
+pub const SQ_WQE_FLUSH_OFFSET: u32 = SQ_WQE_BASE;
+
+/// A FLUSH WQE's flush segment, at [`SQ_WQE_FLUSH_OFFSET`] (the arguments of
+/// `ibv_wr_flush` besides address and key, which are in the remote-address segment):
+/// `length` u32 @0, `placement` u8 @4 ([`FLUSH_GLOBAL`], [`FLUSH_PERSISTENT`]: one or
+/// both), `level` u8 @5 ([`FLUSH_RANGE`], [`FLUSH_MR`]), reserved @6..16 (zero).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlushSeg {
+    /// Bytes of the range (`FLUSH_RANGE`).
+    pub length: u32,
+    /// `FLUSH_GLOBAL`, `FLUSH_PERSISTENT`.
+    pub placement: u8,
+    /// `FLUSH_RANGE` or `FLUSH_MR`.
+    pub level: u8,
+}
+
+impl FlushSeg {
+    /// Encodes into `b` at [`SQ_WQE_FLUSH_OFFSET`]; false if it does not fit.
+    pub fn encode_into(&self, b: &mut [u8]) -> bool {
+        let off = SQ_WQE_FLUSH_OFFSET as usize;
+        let Some(seg) = b.get_mut(off..off + 16) else {
+            return false;
+        };
+        seg.fill(0);
+        seg[4] = self.placement;
+        seg[5] = self.level;
+        put_le32(seg, 0, self.length)
+    }
+
+    /// Decodes from `b` at [`SQ_WQE_FLUSH_OFFSET`]; `None` if a reserved byte is not zero,
+    /// the placement is none or unknown, or the level unknown.
+    pub fn decode_from(b: &[u8]) -> Option<Self> {
+        let off = SQ_WQE_FLUSH_OFFSET as usize;
+        let seg = b.get(off..off + 16)?;
+        let (placement, level) = (seg[4], seg[5]);
+        if !zero(seg, 6..16)
+            || placement == 0
+            || placement & !(FLUSH_GLOBAL | FLUSH_PERSISTENT) != 0
+            || level > FLUSH_MR
+        {
+            return None;
+        }
+        Some(Self {
+            length: get_le32(seg, 0)?,
+            placement,
+            level,
+        })
+    }
 }
 
 /// Bytes an atomic operates on (and its local SGEs hold: exactly this many), at an address
@@ -313,6 +394,10 @@ pub const WC_RDMA_READ: u8 = 2;
 pub const WC_COMP_SWAP: u8 = 3;
 /// Completion opcode (`IBV_WC_FETCH_ADD`): an atomic fetch and add (1.2).
 pub const WC_FETCH_ADD: u8 = 4;
+/// Completion opcode (`IBV_WC_FLUSH`): a FLUSH (1.8).
+pub const WC_FLUSH: u8 = 8;
+/// Completion opcode (`IBV_WC_ATOMIC_WRITE`): an ATOMIC WRITE (1.8).
+pub const WC_ATOMIC_WRITE: u8 = 9;
 /// Completion opcode (`IBV_WC_RECV`).
 pub const WC_RECV: u8 = 128;
 /// Completion opcode (`IBV_WC_RECV_RDMA_WITH_IMM`).

@@ -31,6 +31,8 @@ pub(super) enum Answer {
     Read(Data),
     /// An atomic: the word's old value, to come back in an ATOMIC ACKNOWLEDGE.
     Atomic(u64),
+    /// A FLUSH or an ATOMIC WRITE done: an empty RDMA READ response only.
+    EmptyRead,
 }
 
 /// IB's RNR timer encoding (`min_rnr_timer`), in microseconds.

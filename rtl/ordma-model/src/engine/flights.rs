@@ -35,7 +35,7 @@ use ordma_hw as hw;
 use tracing::debug;
 
 use super::completer::read_packets;
-use super::packet::{self, AtomicEth, Bth, Packet, Reth};
+use super::packet::{self, AtomicEth, Bth, Feth, Packet, Reth};
 use super::qp::{qp_index, Qp};
 use super::requester::{mtu_bytes, opcode_of, wqe_bytes, Request};
 use super::{Interrupts, Nic};
@@ -78,24 +78,82 @@ struct Flight {
 }
 
 impl Flight {
+    /// A READ, FLUSH or ATOMIC WRITE: answered by read responses (the last two by one,
+    /// empty).
     fn read(&self) -> bool {
-        self.req.wqe.opcode == hw::WR_RDMA_READ
+        self.req.wqe.opcode == hw::WR_RDMA_READ || hw::is_flush_or_atomic_write(self.req.wqe.opcode)
     }
 
     fn atomic(&self) -> bool {
         hw::is_atomic(self.req.wqe.opcode)
     }
 
-    /// A READ or an atomic: one request packet, completed by the responder's data (not by
-    /// an ACK), and one of the QP's initiator depth ([`rd_depth`]).
+    /// A READ, an atomic, a FLUSH or an ATOMIC WRITE: one request packet, completed by the
+    /// responder's answer (not by an ACK), and one of the QP's initiator depth
+    /// ([`rd_depth`]).
     fn rd_atomic(&self) -> bool {
         self.read() || self.atomic()
+    }
+
+    /// The completion's `byte_len` when it succeeds: the bytes moved (an atomic's 8 come
+    /// with its answer), 8 for an ATOMIC WRITE, 0 for a FLUSH.
+    fn completion_bytes(&self) -> u32 {
+        if self.req.wqe.opcode == hw::WR_ATOMIC_WRITE {
+            hw::ATOMIC_SIZE
+        } else {
+            // CAST: at most MAX_MSG.
+            self.req.len as u32
+        }
     }
 
     /// Back to the first packet not acknowledged (READ: a request for the rest; atomic:
     /// the request again).
     fn rewind(&mut self) {
         self.next = if self.rd_atomic() { 0 } else { self.acked };
+    }
+}
+
+/// The request packet of FLUSH or ATOMIC WRITE `req` with base header `bth` (its opcode
+/// set here), and its payload (an ATOMIC WRITE's 8 bytes, as they are in memory).
+fn flush_or_atomic_write(req: &Request, bth: Bth) -> (Packet, Vec<u8>) {
+    let reth = Reth {
+        va: req.wqe.remote_addr,
+        rkey: req.wqe.rkey,
+        dma_len: 0,
+    };
+    match (req.flush, req.atomic) {
+        (Some(f), _) => (
+            Packet {
+                bth: Bth {
+                    opcode: packet::FLUSH,
+                    ..bth
+                },
+                feth: Some(Feth {
+                    placement: f.placement,
+                    level: f.level,
+                }),
+                reth: Some(Reth {
+                    dma_len: f.length,
+                    ..reth
+                }),
+                ..Default::default()
+            },
+            Vec::new(),
+        ),
+        (None, seg) => (
+            Packet {
+                bth: Bth {
+                    opcode: packet::ATOMIC_WRITE,
+                    ..bth
+                },
+                reth: Some(Reth {
+                    dma_len: hw::ATOMIC_SIZE,
+                    ..reth
+                }),
+                ..Default::default()
+            },
+            seg.unwrap_or_default().compare_add.to_le_bytes().to_vec(),
+        ),
     }
 }
 
@@ -309,8 +367,9 @@ impl Nic {
             let gated = self.gate(mem);
             let head = wqe_bytes(&gated, &qp.sq, index).and_then(|raw| hw::SendWqe::decode(&raw));
             if let Some(w) = head {
-                let rd_atomic = w.opcode == hw::WR_RDMA_READ || hw::is_atomic(w.opcode);
-                if (rd_atomic && reads >= rd_depth(qp)) || w.flags & hw::WQE_FLAG_FENCE != 0 {
+                if (hw::is_rd_atomic(w.opcode) && reads >= rd_depth(qp))
+                    || w.flags & hw::WQE_FLAG_FENCE != 0
+                {
                     return Ok(None);
                 }
             }
@@ -321,7 +380,7 @@ impl Nic {
         let read = req.wqe.opcode == hw::WR_RDMA_READ;
         let npkts = if read {
             read_packets(req.len, qp.attr.path_mtu)
-        } else if req.atomic.is_some() {
+        } else if hw::is_rd_atomic(req.wqe.opcode) {
             1
         } else {
             req.len.div_ceil(mtu_bytes(qp.attr.path_mtu)).max(1)
@@ -394,7 +453,7 @@ impl Nic {
             return Err(hw::WC_LOC_PROT_ERR);
         }
         let mut sent = false;
-        if let (Some(seg), true) = (fl.req.atomic, fl.next == 0) {
+        if let (Some(seg), true, true) = (fl.req.atomic, fl.atomic(), fl.next == 0) {
             // The atomic's one request packet (again, after a loss: the responder answers
             // a duplicate from its replay cache).
             let opcode = if fl.req.wqe.opcode == hw::WR_ATOMIC_CMP_AND_SWP {
@@ -423,6 +482,15 @@ impl Nic {
             self.emit(&to, qpn, &pkt, &[]);
             fl.next = fl.npkts;
             sent = true;
+        } else if fl.rd_atomic() && hw::is_flush_or_atomic_write(fl.req.wqe.opcode) {
+            // A FLUSH or an ATOMIC WRITE: its one request packet (again, after a loss: the
+            // responder answers a duplicate without executing it again).
+            if fl.next == 0 {
+                let (pkt, payload) = flush_or_atomic_write(&fl.req, bth(0, 0, true, true));
+                self.emit(&to, qpn, &pkt, &payload);
+                fl.next = fl.npkts;
+                sent = true;
+            }
         } else if fl.rd_atomic() {
             // A READ (an atomic sent already has nothing more to send).
             if fl.next == 0 {

@@ -44,6 +44,7 @@ pub mod datapath;
 pub mod doorbell;
 pub mod events;
 pub mod flights;
+pub mod flush;
 pub mod mr;
 pub mod own;
 pub mod packet;

@@ -1,5 +1,5 @@
 //! The transports' packets: IB base transport header (BTH) and the extended headers RC,
-//! UC and UD use (RETH, AtomicETH, AETH, AtomicAckETH, DETH, ImmDt), as the IBTA
+//! UC and UD use (RETH, AtomicETH, AETH, AtomicAckETH, DETH, ImmDt, IBTA 1.5's FETH), as the IBTA
 //! specification lays them out on the wire
 //! (big-endian; Linux's soft-RoCE has them in `drivers/infiniband/sw/rxe/rxe_hdr.h`).
 //!
@@ -49,6 +49,11 @@ pub const ATOMIC_ACKNOWLEDGE: u8 = 0x12;
 pub const COMPARE_SWAP: u8 = 0x13;
 /// BTH opcode: RC FETCH ADD.
 pub const FETCH_ADD: u8 = 0x14;
+/// BTH opcode: RC FLUSH (IBTA 1.5): FETH and RETH; answered by an empty read response.
+pub const FLUSH: u8 = 0x1c;
+/// BTH opcode: RC ATOMIC WRITE (IBTA 1.5): RETH and 8 bytes of payload; answered by an
+/// empty read response.
+pub const ATOMIC_WRITE: u8 = 0x1d;
 
 /// The BTH opcode's transport bits (its top three) for UC: a UC packet's opcode is this
 /// plus the RC opcode of the same SEND or WRITE packet (`UC | SEND_FIRST` is UC SEND
@@ -97,6 +102,8 @@ pub const ATOMIC_ETH_LEN: usize = 28;
 pub const ATOMIC_ACK_LEN: usize = 8;
 /// Bytes of a DETH.
 pub const DETH_LEN: usize = 8;
+/// Bytes of a FETH.
+pub const FETH_LEN: usize = 4;
 
 /// PSNs are 24 bits.
 pub const PSN_MASK: u32 = 0x00ff_ffff;
@@ -116,6 +123,8 @@ pub struct Ext {
     pub atomic_ack: bool,
     /// DETH (UD).
     pub deth: bool,
+    /// FETH (FLUSH).
+    pub feth: bool,
 }
 
 impl Ext {
@@ -127,6 +136,7 @@ impl Ext {
             atomic: false,
             atomic_ack: false,
             deth: false,
+            feth: false,
         }
     }
 }
@@ -164,6 +174,11 @@ pub const fn headers(opcode: u8) -> Option<Ext> {
             atomic: true,
             ..Ext::of(false, false, false)
         },
+        FLUSH => Ext {
+            feth: true,
+            ..Ext::of(true, false, false)
+        },
+        ATOMIC_WRITE => Ext::of(true, false, false),
         _ => return None,
     })
 }
@@ -213,6 +228,17 @@ pub struct AtomicEth {
     pub swap_add: u64,
     /// The value compared (COMPARE SWAP; zero for FETCH ADD).
     pub compare: u64,
+}
+
+/// The FLUSH extended transport header: the placement type (bits 3..0:
+/// `hw::FLUSH_GLOBAL`, `hw::FLUSH_PERSISTENT`) and the selectivity level (bits 5..4:
+/// `hw::FLUSH_RANGE`, `hw::FLUSH_MR`) of a big-endian word.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Feth {
+    /// The placement type, 4 bits.
+    pub placement: u8,
+    /// The selectivity level, 2 bits.
+    pub level: u8,
 }
 
 /// A NAK's code (the AETH syndrome's low five bits with `0b011` above them).
@@ -313,6 +339,8 @@ pub struct Packet {
     pub atomic_ack: Option<u64>,
     /// DETH, for UD.
     pub deth: Option<Deth>,
+    /// FETH, for FLUSH.
+    pub feth: Option<Feth>,
 }
 
 fn be(b: &[u8], off: usize, n: usize) -> Option<u64> {
@@ -330,10 +358,11 @@ impl Packet {
             + self.atomic.map_or(0, |_| ATOMIC_ETH_LEN)
             + self.atomic_ack.map_or(0, |_| ATOMIC_ACK_LEN)
             + self.deth.map_or(0, |_| DETH_LEN)
+            + self.feth.map_or(0, |_| FETH_LEN)
     }
 
-    /// Appends the headers in wire order (BTH, DETH, RETH, AtomicETH, AETH, AtomicAckETH,
-    /// ImmDt) to `out`.
+    /// Appends the headers in wire order (BTH, DETH, FETH, RETH, AtomicETH, AETH,
+    /// AtomicAckETH, ImmDt) to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let b = &self.bth;
         out.push(b.opcode);
@@ -352,6 +381,10 @@ impl Packet {
             out.extend_from_slice(&d.qkey.to_be_bytes());
             out.push(0);
             out.extend_from_slice(&(d.src_qp & PSN_MASK).to_be_bytes()[1..]);
+        }
+        if let Some(f) = self.feth {
+            let bits = (u32::from(f.level & 3) << 4) | u32::from(f.placement & 0xf);
+            out.extend_from_slice(&bits.to_be_bytes());
         }
         if let Some(r) = self.reth {
             out.extend_from_slice(&r.va.to_be_bytes());
@@ -407,6 +440,15 @@ impl Packet {
             });
             off += DETH_LEN;
         }
+        if ext.feth {
+            let bits = be(b, off, 4)?;
+            // CAST: masked to 4 and 2 bits.
+            p.feth = Some(Feth {
+                placement: (bits & 0xf) as u8,
+                level: ((bits >> 4) & 3) as u8,
+            });
+            off += FETH_LEN;
+        }
         if ext.reth {
             p.reth = Some(Reth {
                 va: be(b, off, 8)?,
@@ -456,7 +498,7 @@ mod tests {
 
     #[test]
     fn every_opcode_round_trips() {
-        for opcode in (0..=0x14u8).chain([UD_SEND_ONLY, UD_SEND_ONLY_IMM]) {
+        for opcode in (0..=0x14u8).chain([FLUSH, ATOMIC_WRITE, UD_SEND_ONLY, UD_SEND_ONLY_IMM]) {
             let ext = headers(opcode).unwrap();
             let p = Packet {
                 bth: Bth {
@@ -490,6 +532,10 @@ mod tests {
                 deth: ext.deth.then_some(Deth {
                     qkey: 0x8001_0203,
                     src_qp: 0xab_cdef,
+                }),
+                feth: ext.feth.then_some(Feth {
+                    placement: 0x9,
+                    level: 2,
                 }),
             };
             let mut b = Vec::new();

@@ -261,6 +261,9 @@ impl Nic {
                 self.count(hw::CNT_DUPLICATE_REQUEST, count);
                 if matches!(pkt.bth.opcode, packet::COMPARE_SWAP | packet::FETCH_ADD) {
                     self.atomic_replay(qpn, to, pkt);
+                } else if matches!(pkt.bth.opcode, packet::FLUSH | packet::ATOMIC_WRITE) {
+                    // Answered again, not executed again.
+                    self.read_answer(qpn, to, pkt.bth.psn, Data::empty(), 0, mem);
                 } else if pkt.bth.opcode == packet::READ_REQUEST {
                     let reth = pkt.reth.unwrap_or_default();
                     let len = u64::from(reth.dma_len);
@@ -315,6 +318,7 @@ impl Nic {
                 let len = u64::from(pkt.reth.unwrap_or_default().dma_len);
                 self.read_answer(qpn, to, pkt.bth.psn, data, len, mem);
             }
+            Answer::EmptyRead => self.read_answer(qpn, to, psn, Data::empty(), 0, mem),
             Answer::Atomic(old) => {
                 if let Some(qp) = self.qp(qpn).copied() {
                     let a = self.atomic_ack(&qp, psn, old);

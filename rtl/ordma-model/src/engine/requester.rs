@@ -44,18 +44,22 @@ pub(super) fn wc_opcode(op: u8) -> u8 {
         hw::WR_RDMA_READ => hw::WC_RDMA_READ,
         hw::WR_ATOMIC_CMP_AND_SWP => hw::WC_COMP_SWAP,
         hw::WR_ATOMIC_FETCH_AND_ADD => hw::WC_FETCH_ADD,
+        hw::WR_FLUSH => hw::WC_FLUSH,
+        hw::WR_ATOMIC_WRITE => hw::WC_ATOMIC_WRITE,
         _ => hw::WC_SEND,
     }
 }
 
 /// A checked send WQE, its local data translated (an atomic's: where the word's old
-/// value goes, 8 bytes).
+/// value goes, 8 bytes; a FLUSH or ATOMIC WRITE has none, `len` 0).
 pub(super) struct Request {
     pub(super) wqe: hw::SendWqe,
     pub(super) data: Data,
     pub(super) len: u64,
-    /// An atomic's operands.
+    /// An atomic's operands (an ATOMIC WRITE's: the bytes in `compare_add`).
     pub(super) atomic: Option<hw::AtomicSeg>,
+    /// A FLUSH's range and kind.
+    pub(super) flush: Option<hw::FlushSeg>,
     /// A UD WQE's address.
     pub(super) ud: Option<hw::UdSeg>,
 }
@@ -136,8 +140,11 @@ impl Nic {
         let uc = qp.qp_type == hw::QP_TYPE_UC;
         let ud = qp.qp_type == hw::QP_TYPE_UD;
         let send = matches!(wqe.opcode, hw::WR_SEND | hw::WR_SEND_IMM);
-        if wqe.opcode > hw::WR_ATOMIC_FETCH_AND_ADD
-            || (uc && (read || atomic))
+        // FLUSH and ATOMIC WRITE (1.8): RC only, no SGEs, no inline data.
+        let flush_aw = hw::is_flush_or_atomic_write(wqe.opcode);
+        if (wqe.opcode > hw::WR_ATOMIC_FETCH_AND_ADD && !flush_aw)
+            || (uc && (read || atomic || flush_aw))
+            || (flush_aw && (wqe.num_sge != 0 || inline))
             || (ud && (!send || wqe.remote_addr != 0 || wqe.rkey != 0))
             || wqe.flags & !hw::WQE_FLAGS != 0
             || wqe.num_sge > qp.max_send_sge
@@ -165,7 +172,27 @@ impl Nic {
                 len: u64::from(wqe.inline_len),
                 data: Data::Inline(bytes),
                 atomic: None,
+                flush: None,
                 ud,
+            });
+        }
+        if flush_aw {
+            let (atomic, flush) = if wqe.opcode == hw::WR_ATOMIC_WRITE {
+                let seg = hw::AtomicSeg::decode_from(raw).ok_or(op_err)?;
+                if seg.swap != 0 {
+                    return Err(op_err);
+                }
+                (Some(seg), None)
+            } else {
+                (None, Some(hw::FlushSeg::decode_from(raw).ok_or(op_err)?))
+            };
+            return Ok(Request {
+                wqe,
+                data: Data::empty(),
+                len: 0,
+                atomic,
+                flush,
+                ud: None,
             });
         }
         // An atomic's segment; its SGEs behind it, which the slot must hold.
@@ -222,6 +249,7 @@ impl Nic {
             data,
             len,
             atomic: seg,
+            flush: None,
             ud,
         })
     }

@@ -1,6 +1,7 @@
 //! The RC engine's responder (soft-RoCE's `rxe_resp.c`): executes request packets against
 //! its QP's receive queue and MRs and answers ACK, RNR NAK, NAK, (READ) the data for the
-//! read responses or (atomics, [`super::atomic`]) the old value. Receive CQEs are written
+//! read responses, (atomics, [`super::atomic`]) the old value or (FLUSH, ATOMIC WRITE,
+//! [`super::flush`]) an empty read response. Receive CQEs are written
 //! here.
 
 use ordma_hw as hw;
@@ -111,9 +112,18 @@ impl Nic {
             packet::COMPARE_SWAP | packet::FETCH_ADD => {
                 self.atomic_request(qpn, &qp, pkt, mem, irq)
             }
+            // FLUSH and ATOMIC WRITE ([`super::flush`]) take a responder resource too.
+            packet::FLUSH | packet::ATOMIC_WRITE if qp.attr.max_dest_rd_atomic == 0 => {
+                Answer::Nak(NakCode::InvalidRequest)
+            }
+            packet::ATOMIC_WRITE => self.atomic_write(qpn, pkt, payload, mem, irq),
+            packet::FLUSH => self.flush_request(qpn, pkt, mem, irq),
             _ => Answer::Nak(NakCode::InvalidRequest),
         };
-        if matches!(answer, Answer::Ack | Answer::Read(_) | Answer::Atomic(_)) {
+        if matches!(
+            answer,
+            Answer::Ack | Answer::Read(_) | Answer::Atomic(_) | Answer::EmptyRead
+        ) {
             if let Some(q) = self.qp_mut(qpn) {
                 // CAST: PSN arithmetic is mod 2^24.
                 q.attr.rq_psn = packet::psn_add(q.attr.rq_psn, advance as u32);

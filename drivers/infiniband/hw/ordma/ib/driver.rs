@@ -156,6 +156,11 @@ pub(crate) struct DeviceAttr {
     /// Whether an SRQ can be resized (`modify_srq` with `IB_SRQ_MAX_WR`):
     /// `IB_DEVICE_SRQ_RESIZE`.
     pub(crate) srq_resize: bool,
+    /// Whether the device executes IBTA 1.5's ATOMIC WRITE: `IB_DEVICE_ATOMIC_WRITE`.
+    pub(crate) atomic_write: bool,
+    /// Whether the device executes FLUSH to global visibility (and MRs and QPs may allow
+    /// it): `IB_DEVICE_FLUSH_GLOBAL`.
+    pub(crate) flush_global: bool,
 }
 
 /// Who asks for a new object: a user process through uverbs, or a kernel client.
@@ -447,10 +452,22 @@ impl DeviceAttr {
             AtomicCap::None => super::bindings::ib_atomic_cap_IB_ATOMIC_NONE,
             AtomicCap::Hca => super::bindings::ib_atomic_cap_IB_ATOMIC_HCA,
         };
-        if self.srq_resize {
-            // CAST: a flag of the 64-bit `device_cap_flags`.
-            attr.device_cap_flags |=
-                super::bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE as u64;
+        use super::bindings as b;
+        for (on, flag) in [
+            (self.srq_resize, b::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE),
+            (
+                self.atomic_write,
+                b::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE,
+            ),
+            (
+                self.flush_global,
+                b::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL,
+            ),
+        ] {
+            if on {
+                // CAST: a flag of the 64-bit `device_cap_flags`.
+                attr.device_cap_flags |= flag as u64;
+            }
         }
     }
 }

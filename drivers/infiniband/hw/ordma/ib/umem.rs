@@ -28,6 +28,10 @@ impl Access {
     pub(crate) const FLUSH: Self = Self(
         b::ib_access_flags_IB_ACCESS_FLUSH_GLOBAL | b::ib_access_flags_IB_ACCESS_FLUSH_PERSISTENT,
     );
+    /// Remote peers may FLUSH it to global visibility (`IB_ACCESS_FLUSH_GLOBAL`).
+    pub(crate) const FLUSH_GLOBAL: Self = Self(b::ib_access_flags_IB_ACCESS_FLUSH_GLOBAL);
+    /// Remote peers may FLUSH it to the persistence domain (`IB_ACCESS_FLUSH_PERSISTENT`).
+    pub(crate) const FLUSH_PERSISTENT: Self = Self(b::ib_access_flags_IB_ACCESS_FLUSH_PERSISTENT);
     /// Flags a device may ignore when it does not support them (`IB_ACCESS_OPTIONAL`, e.g.
     /// relaxed ordering).
     pub(crate) const OPTIONAL: Self = Self(b::ib_access_flags_IB_ACCESS_OPTIONAL);

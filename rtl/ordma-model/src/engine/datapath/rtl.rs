@@ -424,6 +424,7 @@ impl Datapath for Rtl {
         let operands = match op {
             Atomic64::CmpSwap { compare, swap } => [compare, swap],
             Atomic64::FetchAdd(a) => [a, 0],
+            Atomic64::Store(v) => [v, 0],
         };
         let mut data = [0u8; 16];
         data[..8].copy_from_slice(&operands[0].to_le_bytes());

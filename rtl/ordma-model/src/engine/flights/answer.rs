@@ -214,8 +214,7 @@ impl Nic {
         irq: &dyn Interrupts,
     ) {
         for b in done {
-            // CAST: at most MAX_MSG.
-            let bytes = b.req.len as u32;
+            let bytes = b.completion_bytes();
             let (index, op, signaled) = (b.index, b.op, b.signaled);
             self.complete_send(qpn, index, hw::WC_SUCCESS, op, bytes, signaled, mem, irq);
         }
@@ -233,7 +232,7 @@ impl Nic {
     }
 
     /// Read responses `k` to `k + count` of the flight: their bytes to the local buffers
-    /// (each full but the READ's last).
+    /// (each full but the READ's last; a FLUSH's or ATOMIC WRITE's one response is empty).
     fn read_response(
         &mut self,
         fl: &mut Flight,
@@ -263,8 +262,7 @@ impl Nic {
         }
         fl.acked = end;
         if fl.acked == fl.npkts {
-            // CAST: at most MAX_MSG.
-            return Outcome::Done(hw::WC_SUCCESS, fl.req.len as u32);
+            return Outcome::Done(hw::WC_SUCCESS, fl.completion_bytes());
         }
         fl.deadline = self.ack_deadline(qp.attr.timeout);
         fl.retries = qp.attr.retry_cnt;
