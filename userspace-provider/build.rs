@@ -77,7 +77,7 @@ fn main() -> Result<(), String> {
         ])
         .args([
             "--allowlist-type",
-            "ib_uverbs_ex_query_device_resp|ordma_ibv_.*",
+            "ib_uverbs_ex_query_device_resp|ib_uverbs_device_cap_flags|ordma_ibv_.*",
         ])
         .args(["--allowlist-var", "ORDMA_.*"])
         .arg("-o")

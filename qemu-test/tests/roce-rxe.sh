@@ -6,7 +6,8 @@
 # which vm1 runs rdma_rxe (rxe0). Between vm0's ordma0 and vm1's rxe0, addressed by GID:
 # - ibv_rc_pingpong -g both ways (ordma the server, then soft-RoCE), ibv_ud_pingpong -g,
 #   bytes checked (--chk);
-# - perftest's ib_send_bw, ib_write_bw, ib_read_bw and ib_write_lat, ib_read_lat (-x);
+# - perftest's ib_send_bw, ib_write_bw, ib_read_bw and ib_write_lat, ib_read_lat (-x), both
+#   ways (soft-RoCE the client, then ordma);
 # - vm0's NIC refused no frame, holds no object afterwards;
 # - vm0's capture (both directions: ordma's frames and soft-RoCE's), decoded by tshark:
 #   every UDP 4791 frame decodes as RoCEv2 (InfiniBand over UDP), RC SENDs both ways, ACKs,
@@ -73,7 +74,23 @@ for t in ib_write_lat "ib_read_lat -o 16"; do
 	[ "$ORDMA_VM" = 0 ] || grep -Eq '^ *64 +100 ' "/tmp/$name.out" || fail "$name: no result line for 64 B x 100"
 	port=$((port + 1))
 done
-echo "ok: ib_send_bw, ib_write_bw, ib_read_bw, ib_write_lat, ib_read_lat between ordma0 and rxe0"
+echo "ok: ib_send_bw, ib_write_bw, ib_read_bw, ib_write_lat, ib_read_lat, soft-RoCE the client"
+# The other way round: soft-RoCE serves, ordma is the client (its SENDs and WRITEs go to
+# soft-RoCE, soft-RoCE's READ responses come to it).
+# (-o 16 on the READs: as above, ordma's QP takes no more than its 16.)
+for t in ib_send_bw ib_write_bw "ib_read_bw -o 16" ib_write_lat "ib_read_lat -o 16"; do
+	name=${t%% *}-back
+	size=16384
+	[[ $t != *lat* ]] || size=64
+	# shellcheck disable=SC2086
+	case $ORDMA_VM in
+	1) vm_serve "$name" $port $t -d "$dev" -x "$g" -F -n 100 -s $size ;;
+	0) vm_connect "$name" 1 $port $t -d "$dev" -x "$g" -F -n 100 -s $size
+		grep -Eq "^ *$size +100 " "/tmp/$name.cli" || fail "$t, ordma the client: no result line for $size B x 100" ;;
+	esac
+	port=$((port + 1))
+done
+echo "ok: the same with ordma0 the client and rxe0 the server"
 
 if [ "$ORDMA_VM" = 1 ]; then
 	rdma link delete rxe0

@@ -358,7 +358,7 @@ fn format_fw(fw: u64, out: &mut [c_char]) {
 /// # Safety
 ///
 /// libibverbs calls this with one of our contexts and `attr` valid for `attr_size` bytes.
-unsafe extern "C" fn query_device_ex(
+pub(crate) unsafe extern "C" fn query_device_ex(
     ibctx: *mut sys::ibv_context,
     input: *const sys::ibv_query_device_ex_input,
     attr: *mut sys::ibv_device_attr_ex,

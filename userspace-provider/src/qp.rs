@@ -332,6 +332,51 @@ pub(crate) fn check_attr_ex(attr: &sys::ibv_qp_init_attr_ex) -> Result<(), c_int
     Ok(())
 }
 
+/// IBTA 1.5's FLUSH and ATOMIC WRITE among send operations `ops` need a NIC that executes
+/// them (interface 1.8): the device says so in its capability flags
+/// (`IB_UVERBS_DEVICE_FLUSH_GLOBAL`, `IB_UVERBS_DEVICE_ATOMIC_WRITE`), which one query
+/// asks; else `EOPNOTSUPP`, the skip rdma-core's tests expect (there are no `IBV_DEVICE_*`
+/// bits for them).
+///
+/// # Safety
+///
+/// `ibctx` is one of our contexts.
+unsafe fn check_device_ops(ibctx: *mut sys::ibv_context, ops: u64) -> Result<(), c_int> {
+    use sys::*;
+    let need = [
+        (
+            ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_FLUSH,
+            ib_uverbs_device_cap_flags_IB_UVERBS_DEVICE_FLUSH_GLOBAL,
+        ),
+        (
+            ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_WRITE,
+            ib_uverbs_device_cap_flags_IB_UVERBS_DEVICE_ATOMIC_WRITE,
+        ),
+    ];
+    if need.iter().all(|&(op, _)| ops & u64::from(op) == 0) {
+        return Ok(());
+    }
+    let mut attr = ibv_device_attr_ex::default();
+    // SAFETY: one of our contexts (caller), no input, our own `attr` of its size.
+    let r = unsafe {
+        crate::context::query_device_ex(
+            ibctx,
+            core::ptr::null(),
+            &mut attr,
+            size_of::<ibv_device_attr_ex>(),
+        )
+    };
+    if r != 0 {
+        return Err(r);
+    }
+    for (op, cap) in need {
+        if ops & u64::from(op) != 0 && attr.device_cap_flags_ex & cap == 0 {
+            return Err(libc::EOPNOTSUPP);
+        }
+    }
+    Ok(())
+}
+
 /// The `ibv_qp_init_attr` part of `attr`.
 pub(crate) fn base_attr(attr: &sys::ibv_qp_init_attr_ex) -> sys::ibv_qp_init_attr {
     sys::ibv_qp_init_attr {
@@ -355,6 +400,8 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
 ) -> *mut sys::ibv_qp {
     // SAFETY: `attr` is valid (contract).
     let r = check_attr_ex(unsafe { &*attr })
+        // SAFETY: as above; `ibctx` is one of our contexts (contract).
+        .and_then(|()| unsafe { check_device_ops(ibctx, send_ops_of(&*attr).unwrap_or(0)) })
         // SAFETY: as above.
         .and_then(|()| new_qp(&base_attr(unsafe { &*attr })))
         .and_then(|mut qp| {

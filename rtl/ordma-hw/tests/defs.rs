@@ -1124,7 +1124,10 @@ fn flush_segment_round_trips_and_rejects_what_it_does_not_know() {
     };
     let mut b = [0xffu8; 64];
     assert!(seg.encode_into(&mut b));
-    assert_eq!(b[32..48], [0x78, 0x56, 0x34, 0x12, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(
+        b[32..48],
+        [0x78, 0x56, 0x34, 0x12, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+    );
     assert_eq!(FlushSeg::decode_from(&b), Some(seg));
     for (at, v) in [(36, 0), (36, 4), (37, 2), (38, 1), (47, 1)] {
         let mut c = b;

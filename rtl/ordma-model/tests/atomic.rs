@@ -631,6 +631,19 @@ fn atomic_write_and_flush_errors() {
             let no_flush = key;
             let flush_key = atomic_mr(&mut p.r[rx], ALL | hw::ACCESS_FLUSH_GLOBAL);
             let g = hw::FLUSH_GLOBAL;
+            if case == 7 {
+                // A FLUSH needs no responder resource (as on soft-RoCE).
+                let s = flush(8, g, hw::FLUSH_RANGE);
+                let i = post_flush(&mut p.r[0], ATOM_VA, flush_key, s);
+                p.r[0].ring_sq('a');
+                p.settle(10);
+                let c = p.r[0].cqe('s');
+                assert_eq!(
+                    (c.wqe_index, c.status),
+                    (i, hw::WC_SUCCESS),
+                    "{name}: FLUSH"
+                );
+            }
             let r = &mut p.r[0];
             let (want, err) = match case {
                 // Misaligned.

@@ -486,7 +486,8 @@ impl Nic {
             // A FLUSH or an ATOMIC WRITE: its one request packet (again, after a loss: the
             // responder answers a duplicate without executing it again).
             if fl.next == 0 {
-                let (pkt, payload) = flush_or_atomic_write(&fl.req, bth(0, 0, true, true));
+                // (No solicited event: soft-RoCE sets SE on SENDs and WRITEs with immediate.)
+                let (pkt, payload) = flush_or_atomic_write(&fl.req, bth(0, 0, true, false));
                 self.emit(&to, qpn, &pkt, &payload);
                 fl.next = fl.npkts;
                 sent = true;

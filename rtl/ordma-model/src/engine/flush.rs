@@ -1,7 +1,9 @@
 //! The responder's FLUSH and ATOMIC WRITE (IBTA 1.5, NIC interface 1.8; soft-RoCE's
-//! `process_flush` and `atomic_write_reply`). Both take one of the QP's responder resources
-//! (`max_dest_rd_atomic` 0: `NAK invalid request`, as a READ) and are answered by an empty
-//! RDMA READ response only.
+//! `process_flush` and `atomic_write_reply`), both answered by an empty RDMA READ response
+//! only. An ATOMIC WRITE takes one of the QP's responder resources (`max_dest_rd_atomic` 0:
+//! `NAK invalid request`, as a READ); a FLUSH needs none, as on soft-RoCE, whose requester
+//! does not count it against its initiator depth (this NIC's requester does: it waits for
+//! the answer as for a READ's).
 //!
 //! - ATOMIC WRITE: 8 bytes of payload (else `NAK invalid request`) written at an 8-byte
 //!   aligned address (else `NAK invalid request`, the QP to `ERR` with `QP_REQ_ERR`, as a

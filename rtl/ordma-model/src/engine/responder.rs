@@ -112,8 +112,9 @@ impl Nic {
             packet::COMPARE_SWAP | packet::FETCH_ADD => {
                 self.atomic_request(qpn, &qp, pkt, mem, irq)
             }
-            // FLUSH and ATOMIC WRITE ([`super::flush`]) take a responder resource too.
-            packet::FLUSH | packet::ATOMIC_WRITE if qp.attr.max_dest_rd_atomic == 0 => {
+            // ATOMIC WRITE ([`super::flush`]) takes a responder resource too; FLUSH does not
+            // (as soft-RoCE, whose requester does not count it either).
+            packet::ATOMIC_WRITE if qp.attr.max_dest_rd_atomic == 0 => {
                 Answer::Nak(NakCode::InvalidRequest)
             }
             packet::ATOMIC_WRITE => self.atomic_write(qpn, pkt, payload, mem, irq),
