@@ -605,7 +605,7 @@ pub const ATOMIC_CAP_NONE: u32 = 0;
 pub const ATOMIC_CAP_HCA: u32 = 1;
 
 /// The `CMD_QUERY_DEVICE` response (96 bytes, little-endian, offsets in the field docs;
-/// @80..96 reserved, zero).
+/// @84..96 reserved, zero).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DeviceAttrs {
     /// @0: firmware (model) version, `major << 32 | minor << 16 | patch`.
@@ -642,6 +642,8 @@ pub struct DeviceAttrs {
     pub max_srq_sge: u32,
     /// @76: `ATOMIC_CAP_*` (1.2).
     pub atomic_cap: u32,
+    /// @80 (1.9): maximum number of memory windows (0 before: none).
+    pub max_mw: u32,
 }
 
 impl DeviceAttrs {
@@ -670,6 +672,7 @@ impl DeviceAttrs {
             put_le32(&mut b, 24 + 4 * i, *w);
         }
         put_le32(&mut b, 76, self.atomic_cap);
+        put_le32(&mut b, 80, self.max_mw);
         b
     }
 
@@ -694,6 +697,7 @@ impl DeviceAttrs {
             max_srq_wr: w(11),
             max_srq_sge: w(12),
             atomic_cap: get_le32(b, 76).unwrap_or(0),
+            max_mw: get_le32(b, 80).unwrap_or(0),
         }
     }
 }

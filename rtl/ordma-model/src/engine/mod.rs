@@ -173,6 +173,7 @@ impl NicConfig {
                 max_srq_wr: (1 << hw::MAX_QUEUE_LOG_DEPTH) - 1,
                 max_srq_sge: 16,
                 atomic_cap: hw::ATOMIC_CAP_HCA,
+                max_mw: 65536,
             },
             lid: 1,
             mac: None,
