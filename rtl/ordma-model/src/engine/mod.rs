@@ -46,6 +46,7 @@ pub mod events;
 pub mod flights;
 pub mod flush;
 pub mod mr;
+pub mod mw;
 pub mod own;
 pub mod packet;
 pub mod pages;
@@ -203,6 +204,8 @@ pub struct Nic {
     pub commands_completed: u64,
     pds: Table<Pd>,
     mrs: Table<Mr>,
+    /// Memory windows (1.9).
+    mws: Table<mw::Mw>,
     /// The last MR registration's number ([`mr::MrRef`]); never goes back, not even on reset.
     mr_gen: u64,
     cqs: Table<Cq>,
@@ -429,6 +432,8 @@ impl Nic {
             pds: Table::new(config.attrs.max_pd),
             // Keys carry 24 bits of index; doorbells carry 16 bits of CQN and QPN.
             mrs: Table::new(config.attrs.max_mr.min(Handle::MAX_INDEX + 1)),
+            // A window's rkey has bit 31 set: 23 bits of index.
+            mws: Table::new(config.attrs.max_mw.min(Handle::MAX_INDEX >> 1)),
             mr_gen: 0,
             cqs: Table::new(config.attrs.max_cq.min(hw::MAX_QUEUE_NUM + 1)),
             qps: Table::new(
@@ -591,6 +596,7 @@ impl Nic {
         fresh.ud = self.ud;
         fresh.pds.keep_counts(&self.pds);
         fresh.mrs.keep_counts(&self.mrs);
+        fresh.mws.keep_counts(&self.mws);
         fresh.cqs.keep_counts(&self.cqs);
         fresh.qps.keep_counts(&self.qps);
         fresh.srqs.keep_counts(&self.srqs);
