@@ -161,7 +161,7 @@ for case in INT TERM KILL vms-INT vms-TERM vms-KILL; do
 	ORDMA_RUN_ID=$ID-$case env --default-signal=INT "$RUN" "${args[@]}" --results "$dir" -- sleep 1000 >"$dir.out" 2>&1 &
 	pid=$!
 	booted=no
-	for _ in $(seq 900); do # up to 90 s for the guests to boot
+	for _ in $(seq 3000); do # up to 300 s for the guests to boot (a loaded machine)
 		booted=yes
 		for c in "${consoles[@]}"; do grep -q 'ordma loaded' "$c" 2>/dev/null || booted=no; done
 		[ $booted = no ] || break
