@@ -50,7 +50,7 @@ pub const REG_AQ_SQ_DB: usize = 0x040;
 pub const REG_EQ_DB: usize = 0x044;
 
 /// The interface version this file describes, as `VERSION` reports it.
-pub const VERSION: u32 = (1 << 16) | 8;
+pub const VERSION: u32 = (1 << 16) | 9;
 
 /// The major part of a `VERSION` value; drivers refuse a major they do not know.
 pub const fn version_major(version: u32) -> u16 {
@@ -782,7 +782,11 @@ pub const ACCESS_ALL: u32 = ACCESS_LOCAL_WRITE
     | ACCESS_REMOTE_WRITE
     | ACCESS_REMOTE_READ
     | ACCESS_REMOTE_ATOMIC
-    | ACCESS_FLUSH_GLOBAL;
+    | ACCESS_FLUSH_GLOBAL
+    | ACCESS_MW_BIND;
+/// Every access flag a QP may have (`ACCESS_MW_BIND` is an MR's alone); other bits are
+/// `AQ_BAD_PARAM`.
+pub const QP_ACCESS_ALL: u32 = ACCESS_ALL & !ACCESS_MW_BIND;
 
 mod counters;
 mod cq;

@@ -7,8 +7,9 @@ use super::*;
 /// Admin command (1.9): allocate a memory window on a PD ([`AllocMwParams`]); the result
 /// is its rkey ([`MW_KEY_BIT`] set), unbound.
 pub const CMD_ALLOC_MW: u8 = 0x16;
-/// Admin command (1.9): free a memory window (`rkey` u32 @0, its current rkey), bound or
-/// not; `BAD_PARAM` if no window has it.
+/// Admin command (1.9): free a memory window (`rkey` u32 @0: the rkey `CMD_ALLOC_MW`
+/// returned, whatever key byte binds gave it since), bound or not; `BAD_PARAM` if no window
+/// has it.
 pub const CMD_DEALLOC_MW: u8 = 0x17;
 
 /// A memory window's rkey has this bit set (an MR's key never has: MR keys are below
@@ -34,6 +35,16 @@ pub const WR_BIND_MW: u8 = 8;
 /// Send opcode (`IBV_WR_SEND_WITH_INV`, 1.9): a SEND that invalidates, at the responder,
 /// the window whose rkey is in `imm`.
 pub const WR_SEND_WITH_INV: u8 = 9;
+
+/// Whether send opcode `op` is a local operation (1.9): executed by the NIC when it
+/// reaches the head of the send queue, no packet sent ([`WR_BIND_MW`], [`WR_LOCAL_INV`]).
+pub const fn is_local(op: u8) -> bool {
+    matches!(op, WR_BIND_MW | WR_LOCAL_INV)
+}
+
+/// Completion status (`IBV_WC_MW_BIND_ERR`, 1.9): a `WR_BIND_MW` the NIC refused (the
+/// window, the MR, their PDs, the access or the range); the QP goes to `ERR`.
+pub const WC_MW_BIND_ERR: u8 = 6;
 
 /// Completion opcode (`IBV_WC_BIND_MW`, 1.9).
 pub const WC_BIND_MW: u8 = 5;
