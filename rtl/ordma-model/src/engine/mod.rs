@@ -278,6 +278,10 @@ pub struct NicStatus {
     pub srqs: u32,
     /// SRQs created, and destroyed by a command, since the model started.
     pub srqs_counts: (u64, u64),
+    /// Memory windows allocated now (1.9).
+    pub mws: u32,
+    /// Memory windows allocated, and freed, since the model started.
+    pub mws_counts: (u64, u64),
     /// PDs, MRs, CQs and QPs created since the model started.
     pub created: [u64; 4],
     /// PDs, MRs, CQs and QPs destroyed by a command since the model started (a reset frees
@@ -317,7 +321,8 @@ impl fmt::Display for NicStatus {
             "link={} enabled={} fatal={} error={} bme={} pds={} mrs={} cqs={} qps={} \
              pds_created={} mrs_created={} cqs_created={} qps_created={} \
              pds_destroyed={} mrs_destroyed={} cqs_destroyed={} qps_destroyed={} \
-             srqs={} srqs_created={} srqs_destroyed={} atomics={} atomics_replayed={} \
+             srqs={} srqs_created={} srqs_destroyed={} mws={} mws_created={} mws_destroyed={} \
+             atomics={} atomics_replayed={} \
              timer_resends={} seq_naks_sent={} seq_naks_received={} \
              uc_dropped={} ud_sent={} ud_received={} ud_dropped={} ud_qkey_dropped={} \
              gids={} doorbells={} commands={} events={} events_unread={} admin_pending={} {}",
@@ -341,6 +346,9 @@ impl fmt::Display for NicStatus {
             self.srqs,
             self.srqs_counts.0,
             self.srqs_counts.1,
+            self.mws,
+            self.mws_counts.0,
+            self.mws_counts.1,
             self.atomics[0],
             self.atomics[1],
             self.recoveries[0],
@@ -545,6 +553,8 @@ impl Nic {
             qps: self.qps.in_use(),
             srqs: self.srqs.in_use(),
             srqs_counts: self.srqs.counts(),
+            mws: self.mws.in_use(),
+            mws_counts: self.mws.counts(),
             created: [
                 self.pds.counts().0,
                 self.mrs.counts().0,
