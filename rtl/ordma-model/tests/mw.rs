@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::pair::*;
 use common::rig::*;
 use ordma_hw as hw;
 use ordma_model::mem::Dma;
@@ -433,3 +434,96 @@ fn every_refused_bind_completes_in_mw_bind_err() {
 }
 
 const ALL: u32 = hw::ACCESS_LOCAL_WRITE | hw::ACCESS_MW_BIND;
+
+/// Drops, duplicates and holds back frames: one in `n` each, from `seed`.
+fn lossy(seed: u64, n: u64) -> Fault {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ seed;
+    Box::new(move |_, _| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        match x % (3 * n) {
+            0 => Act::Drop,
+            1 => Act::Dup,
+            2 => Act::Hold,
+            _ => Act::Pass,
+        }
+    })
+}
+
+#[test]
+fn windows_between_two_nics_over_a_lossy_wire() {
+    for seed in 0..6u64 {
+        let mut p = Pair::new(|_| {});
+        p.fault = lossy(seed, 5);
+        // NIC 2's QP B binds a type 2 window; NIC 1's QP A WRITEs 16 pieces through it,
+        // READs one back, then SENDs with invalidate.
+        let mr = mw_mr(&mut p.r[1], ALL | hw::ACCESS_REMOTE_READ);
+        let pdn = p.r[1].pdn;
+        let k = alloc(&mut p.r[1], pdn, hw::MW_TYPE_2).1 as u32;
+        let c = bind(&mut p.r[1], 'b', seg(k, mr, 0, 0x8000, RW));
+        assert_eq!(c.status, hw::WC_SUCCESS, "seed {seed}");
+        let k = inc(k);
+        let big = p.r[1].big;
+        p.r[1].recv('b', &[sge(BIG_VA, 64, big)]);
+        let a = &mut p.r[0];
+        let big = a.big;
+        a.fill(BIG_VA, &bytes(seed, 0x8000));
+        for i in 0..16u64 {
+            let w = hw::SendWqe {
+                opcode: hw::WR_RDMA_WRITE,
+                flags: SIGNALED,
+                num_sge: 1,
+                remote_addr: MW_VA + i * 0x800,
+                rkey: k,
+                ..Default::default()
+            };
+            a.put_send('a', w, &[sge(BIG_VA + i * 0x800, 0x800, big)], &[]);
+        }
+        let w = hw::SendWqe {
+            opcode: hw::WR_RDMA_READ,
+            flags: SIGNALED,
+            num_sge: 1,
+            remote_addr: MW_VA + 0x1000,
+            rkey: k,
+            ..Default::default()
+        };
+        a.put_send('a', w, &[sge(BIG_VA + 0x10_0000, 0x3000, big)], &[]);
+        let w = hw::SendWqe {
+            opcode: hw::WR_SEND_WITH_INV,
+            flags: SIGNALED,
+            num_sge: 1,
+            imm: k,
+            ..Default::default()
+        };
+        a.put_send('a', w, &[sge(BIG_VA, 64, big)], &[]);
+        a.ring_sq('a');
+        p.settle(400);
+        for i in 0..18 {
+            let c = p.r[0].cqe('s');
+            assert_eq!((c.status, c.wqe_index), (hw::WC_SUCCESS, i), "seed {seed}");
+        }
+        let c = p.r[1].cqe('r');
+        assert_eq!((c.status, c.flags & hw::CQE_FLAG_INV, c.imm), (hw::WC_SUCCESS, hw::CQE_FLAG_INV, k));
+        assert!(p.r[1].poll('r').is_none(), "seed {seed}: invalidated once");
+        let mut b = vec![0u8; 0x8000];
+        for (i, chunk) in b.chunks_mut(4096).enumerate() {
+            p.r[1].mem.dma_read(bus(MW_VA + i as u64 * 4096), chunk).unwrap();
+        }
+        assert!(b == bytes(seed, 0x8000), "seed {seed}: the bytes through the window");
+        assert_eq!(p.r[0].read(BIG_VA + 0x10_0000, 0x3000), bytes(seed, 0x8000)[0x1000..0x4000]);
+        // Invalidated: a WRITE now is refused.
+        p.fault = Box::new(|_, _| Act::Pass);
+        let w = hw::SendWqe {
+            opcode: hw::WR_RDMA_WRITE,
+            flags: SIGNALED,
+            num_sge: 1,
+            remote_addr: MW_VA,
+            rkey: k,
+            ..Default::default()
+        };
+        p.r[0].send('a', w, &[sge(BIG_VA, 8, big)], &[]);
+        p.settle(10);
+        assert_eq!(p.r[0].cqe('s').status, hw::WC_REM_ACCESS_ERR, "seed {seed}");
+    }
+}
