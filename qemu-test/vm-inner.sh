@@ -160,7 +160,7 @@ guest() {
 	: >"$R/console.log"
 	local MEM=2G
 	local QEMU=(qemu-system-x86_64
-		-machine q35,memory-backend=mem0 -accel tcg -cpu max -smp 2 -m "$MEM"
+		-machine q35,memory-backend=mem0 -accel tcg -cpu max,la57=off -smp 2 -m "$MEM"
 		-object memory-backend-memfd,id=mem0,size="$MEM",share=on
 		-name "${ORDMA_RUN_ID:-ordma}${VM:+-vm$i}" -nodefaults -display none -no-reboot
 		-monitor unix:/tmp/vm$i-monitor.sock,server=on,wait=off
