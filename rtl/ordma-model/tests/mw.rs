@@ -527,3 +527,20 @@ fn windows_between_two_nics_over_a_lossy_wire() {
         assert_eq!(p.r[0].cqe('s').status, hw::WC_REM_ACCESS_ERR, "seed {seed}");
     }
 }
+
+#[test]
+fn windows_are_bounded_by_max_mw() {
+    let mut r = Rig::bare_with(1, |c| c.attrs.max_mw = 4);
+    let pdn = r.pdn;
+    let keys: Vec<u32> = (0..4)
+        .map(|i| {
+            let (st, k) = alloc(&mut r, pdn, 1 + i % 2);
+            assert_eq!(st, hw::AQ_OK, "window {i}");
+            k as u32
+        })
+        .collect();
+    assert_eq!(alloc(&mut r, pdn, 1).0, hw::AQ_NO_RESOURCES, "the fifth");
+    assert_eq!(dealloc(&mut r, keys[2]), hw::AQ_OK);
+    assert_eq!(alloc(&mut r, pdn, 2).0, hw::AQ_OK, "a slot again");
+    assert_eq!(r.nic.mws_in_use(), 4);
+}
