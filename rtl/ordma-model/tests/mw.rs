@@ -544,3 +544,47 @@ fn windows_are_bounded_by_max_mw() {
     assert_eq!(alloc(&mut r, pdn, 2).0, hw::AQ_OK, "a slot again");
     assert_eq!(r.nic.mws_in_use(), 4);
 }
+
+#[test]
+fn a_local_operation_waits_for_the_wqes_before_it() {
+    for looped in [false, true] {
+        let mut p = if looped {
+            Pair::looped(|_| {})
+        } else {
+            Pair::new(|_| {})
+        };
+        let n = p.rx();
+        let mr = mw_mr(&mut p.r[n], ALL);
+        let pdn = p.r[n].pdn;
+        let k = alloc(&mut p.r[n], pdn, hw::MW_TYPE_2).1 as u32;
+        assert_eq!(bind(&mut p.r[n], 'b', seg(k, mr, 0, 0x100, RW)).status, hw::WC_SUCCESS);
+        let k = inc(k);
+        // B: a WRITE of 1 MiB to A's side, LOCAL_INV, another WRITE: in order, each once.
+        let (big, peer_big) = (p.r[n].big, p.r[0].big);
+        let b = &mut p.r[n];
+        let write = hw::SendWqe {
+            opcode: hw::WR_RDMA_WRITE,
+            flags: SIGNALED,
+            num_sge: 1,
+            remote_addr: BIG_VA + 0x40_0000,
+            rkey: peer_big,
+            ..Default::default()
+        };
+        b.put_send('b', write, &[sge(BIG_VA, 1 << 20, big)], &[]);
+        let inv = hw::SendWqe {
+            opcode: hw::WR_LOCAL_INV,
+            flags: SIGNALED,
+            imm: k,
+            ..Default::default()
+        };
+        b.put_send('b', inv, &[], &[]);
+        b.put_send('b', write, &[sge(BIG_VA, 64, big)], &[]);
+        b.ring_sq('b');
+        p.settle(50);
+        let got: Vec<(u8, u8, u16)> = std::iter::from_fn(|| p.r[n].poll('s'))
+            .map(|c| (c.status, c.opcode, c.wqe_index))
+            .collect();
+        let (ok, w, l) = (hw::WC_SUCCESS, hw::WC_RDMA_WRITE, hw::WC_LOCAL_INV);
+        assert_eq!(got, [(ok, w, 1), (ok, l, 2), (ok, w, 3)], "looped {looped}");
+    }
+}
