@@ -151,7 +151,7 @@ static void check_type1(void)
 	rig_open(&r, MW_MR_ACCESS);
 	if (ibv_query_device(r.b.ctx, &da))
 		die("ibv_query_device");
-	int want = IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+	unsigned int want = IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
 	if ((da.device_cap_flags & want) != want || da.max_mw <= 0)
 		FAIL("device_cap_flags 0x%x max_mw %d: wanted MEM_WINDOW and MEM_WINDOW_TYPE_2B and windows",
 		     da.device_cap_flags, da.max_mw);

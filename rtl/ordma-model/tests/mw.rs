@@ -88,6 +88,11 @@ fn bus(va: u64) -> u64 {
     SMALL_PHYS + small_page(off >> 12) * 4096 + off % 4096
 }
 
+/// `rkey` with its key byte moved back (the rkey before [`inc`]).
+fn dec(rkey: u32) -> u32 {
+    (rkey & !0xff) | (rkey.wrapping_sub(1) & 0xff)
+}
+
 /// `rkey` with its key byte moved on (`ibv_inc_rkey`).
 fn inc(rkey: u32) -> u32 {
     (rkey & !0xff) | (rkey.wrapping_add(1) & 0xff)
@@ -212,14 +217,11 @@ fn a_type_2_window_gives_its_range_to_its_qp_until_invalidated() {
 #[test]
 fn a_window_refuses_what_it_does_not_give() {
     // Each refusal moves both QPs to ERR: a rig each.
-    let cases: [(&str, fn(u32) -> (char, u64, u32, u32)); 4] = [
+    // From the window's rkey: the QP that WRITEs, where, with which rkey, how many bytes.
+    type Case = fn(u32) -> (char, u64, u32, u32);
+    let cases: [(&str, Case); 4] = [
         ("the rkey before the bind", |k| {
-            (
-                'b',
-                MW_VA + 0x1000,
-                k & !0xff | (k.wrapping_sub(1) & 0xff),
-                64,
-            )
+            ('b', MW_VA + 0x1000, dec(k), 64)
         }),
         ("past the range", |k| ('b', MW_VA + 0x2f00, k, 512)),
         ("before the range", |k| ('b', MW_VA + 0xf00, k, 512)),
@@ -352,7 +354,7 @@ fn a_window_dies_with_its_mr_and_its_qp() {
         hw::WC_REM_ACCESS_ERR
     );
     // Freed by the rkey it was allocated with, after binds changed its key byte.
-    let first = k & !0xff | (k.wrapping_sub(1) & 0xff);
+    let first = dec(k);
     assert_eq!(dealloc(&mut r, first), hw::AQ_OK);
     assert_eq!(r.nic.mws_in_use(), 0);
 
@@ -360,7 +362,7 @@ fn a_window_dies_with_its_mr_and_its_qp() {
     let (mut r, _, k) = bound(hw::MW_TYPE_2);
     let a = r.a.qpn;
     r.ok(hw::CMD_DESTROY_QP, hw::NumParams { num: a }.encode());
-    let first = k & !0xff | (k.wrapping_sub(1) & 0xff);
+    let first = dec(k);
     // A type 2 window must be free to bind again: B may, now.
     let mr = mw_mr(&mut r, hw::ACCESS_LOCAL_WRITE | hw::ACCESS_MW_BIND);
     let mut s = seg(k, mr, 0, 0x100, RW);
@@ -504,14 +506,26 @@ fn windows_between_two_nics_over_a_lossy_wire() {
             assert_eq!((c.status, c.wqe_index), (hw::WC_SUCCESS, i), "seed {seed}");
         }
         let c = p.r[1].cqe('r');
-        assert_eq!((c.status, c.flags & hw::CQE_FLAG_INV, c.imm), (hw::WC_SUCCESS, hw::CQE_FLAG_INV, k));
+        assert_eq!(
+            (c.status, c.flags & hw::CQE_FLAG_INV, c.imm),
+            (hw::WC_SUCCESS, hw::CQE_FLAG_INV, k)
+        );
         assert!(p.r[1].poll('r').is_none(), "seed {seed}: invalidated once");
         let mut b = vec![0u8; 0x8000];
         for (i, chunk) in b.chunks_mut(4096).enumerate() {
-            p.r[1].mem.dma_read(bus(MW_VA + i as u64 * 4096), chunk).unwrap();
+            p.r[1]
+                .mem
+                .dma_read(bus(MW_VA + i as u64 * 4096), chunk)
+                .unwrap();
         }
-        assert!(b == bytes(seed, 0x8000), "seed {seed}: the bytes through the window");
-        assert_eq!(p.r[0].read(BIG_VA + 0x10_0000, 0x3000), bytes(seed, 0x8000)[0x1000..0x4000]);
+        assert!(
+            b == bytes(seed, 0x8000),
+            "seed {seed}: the bytes through the window"
+        );
+        assert_eq!(
+            p.r[0].read(BIG_VA + 0x10_0000, 0x3000),
+            bytes(seed, 0x8000)[0x1000..0x4000]
+        );
         // Invalidated: a WRITE now is refused.
         p.fault = Box::new(|_, _| Act::Pass);
         let w = hw::SendWqe {
@@ -557,7 +571,10 @@ fn a_local_operation_waits_for_the_wqes_before_it() {
         let mr = mw_mr(&mut p.r[n], ALL);
         let pdn = p.r[n].pdn;
         let k = alloc(&mut p.r[n], pdn, hw::MW_TYPE_2).1 as u32;
-        assert_eq!(bind(&mut p.r[n], 'b', seg(k, mr, 0, 0x100, RW)).status, hw::WC_SUCCESS);
+        assert_eq!(
+            bind(&mut p.r[n], 'b', seg(k, mr, 0, 0x100, RW)).status,
+            hw::WC_SUCCESS
+        );
         let k = inc(k);
         // B: a WRITE of 1 MiB to A's side, LOCAL_INV, another WRITE: in order, each once.
         let (big, peer_big) = (p.r[n].big, p.r[0].big);

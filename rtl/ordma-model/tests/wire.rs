@@ -492,7 +492,7 @@ fn hostile_frames_never_panic() {
                     placement: rnd() as u8 & 0xf,
                     level: rnd() as u8 & 3,
                 }),
-                ieth: ext.ieth.then_some(rnd() as u32 | 1 << 31),
+                ieth: ext.ieth.then_some(rnd() as u32 | (1 << 31)),
             };
             let f = wire::encode(&port::lid_route(1, 2), 2, &pkt, &[7; 33]);
             let r = &mut p.r[1];
