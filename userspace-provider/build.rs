@@ -53,6 +53,10 @@ fn main() -> Result<(), String> {
         .args(["--allowlist-type", "ibv_data_buf"])
         .args([
             "--allowlist-type",
+            "ibv_mw|ibv_mw_bind|ibv_mw_type|ibv_access_flags",
+        ])
+        .args([
+            "--allowlist-type",
             "ib_uverbs_(cmd_hdr|ex_cmd_hdr|get_context|get_context_resp)",
         ])
         .args([
@@ -74,6 +78,10 @@ fn main() -> Result<(), String> {
         .args([
             "--allowlist-type",
             "ib_uverbs_(resize_cq|resize_cq_resp)",
+        ])
+        .args([
+            "--allowlist-type",
+            "ib_uverbs_(alloc_mw|alloc_mw_resp)",
         ])
         .args([
             "--allowlist-type",

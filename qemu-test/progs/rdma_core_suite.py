@@ -34,16 +34,7 @@ NOT_CLAIMED = {
 }
 # Tests soft-RoCE passes that ordma does not yet: work not done, named here so that the step
 # fails on anything else, and fails when one of these starts to pass (remove it then).
-PENDING = {
-    "tests.test_mr.MWTest.test_invalidate_mw_type1": "memory windows (issue 20, item 2)",
-    "tests.test_mr.MWTest.test_mw_type1": "memory windows (issue 20, item 2)",
-    "tests.test_mr.MWTest.test_mw_type2": "memory windows (issue 20, item 2)",
-    "tests.test_mr.MWTest.test_mw_type2_invalidate_dealloc": "memory windows (issue 20, item 2)",
-    "tests.test_mr.MWTest.test_mw_type2_invalidate_local": "memory windows (issue 20, item 2)",
-    "tests.test_mr.MWTest.test_mw_type2_invalidate_remote": "memory windows (issue 20, item 2)",
-    "tests.test_mr.MWTest.test_reg_mw_wrong_type": "memory windows (issue 20, item 2)",
-    "tests.test_qpex.QpExTestCase.test_qp_ex_rc_bind_mw": "memory windows (issue 20, item 2)",
-}
+PENDING = {}
 
 
 CRASHED = re.compile(r"^CRASHED: (tests\.\w+)")

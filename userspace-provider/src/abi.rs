@@ -88,7 +88,8 @@ pub type Unused = Option<unsafe extern "C" fn()>;
 pub struct VerbsContextOps {
     pub advise_mr: Unused,
     pub alloc_dm: Unused,
-    pub alloc_mw: Unused,
+    pub alloc_mw:
+        Option<unsafe extern "C" fn(*mut sys::ibv_pd, sys::ibv_mw_type) -> *mut sys::ibv_mw>,
     pub alloc_null_mr: Unused,
     pub alloc_parent_domain: Unused,
     pub alloc_pd: Option<unsafe extern "C" fn(*mut sys::ibv_context) -> *mut sys::ibv_pd>,
@@ -96,7 +97,9 @@ pub struct VerbsContextOps {
     pub async_event: Unused,
     pub attach_counters_point_flow: Unused,
     pub attach_mcast: Unused,
-    pub bind_mw: Unused,
+    pub bind_mw: Option<
+        unsafe extern "C" fn(*mut sys::ibv_qp, *mut sys::ibv_mw, *mut sys::ibv_mw_bind) -> c_int,
+    >,
     pub close_xrcd: Unused,
     pub cq_event: Unused,
     pub create_ah:
@@ -133,7 +136,7 @@ pub struct VerbsContextOps {
     >,
     pub create_srq_ex: Unused,
     pub create_wq: Unused,
-    pub dealloc_mw: Unused,
+    pub dealloc_mw: Option<unsafe extern "C" fn(*mut sys::ibv_mw) -> c_int>,
     pub dealloc_pd: Option<unsafe extern "C" fn(*mut sys::ibv_pd) -> c_int>,
     pub dealloc_td: Unused,
     pub dereg_mr: Option<unsafe extern "C" fn(*mut VerbsMr) -> c_int>,
@@ -264,6 +267,14 @@ pub struct IbvRegMr {
 pub struct IbvReregMr {
     pub hdr: sys::ib_uverbs_cmd_hdr,
     pub core: sys::ib_uverbs_rereg_mr,
+}
+
+/// kern-abi.h's `struct ibv_alloc_mw`.
+#[repr(C)]
+#[derive(Default)]
+pub struct IbvAllocMw {
+    pub hdr: sys::ib_uverbs_cmd_hdr,
+    pub core: sys::ib_uverbs_alloc_mw,
 }
 
 /// driver.h's `struct verbs_mr`: the provider allocates it, libibverbs and `ibv_cmd_*`
@@ -472,6 +483,16 @@ extern "C" {
         resp_sz: usize,
     ) -> c_int;
     pub fn ibv_cmd_dereg_mr(vmr: *mut VerbsMr) -> c_int;
+    pub fn ibv_cmd_alloc_mw(
+        pd: *mut sys::ibv_pd,
+        mw_type: sys::ibv_mw_type,
+        mw: *mut sys::ibv_mw,
+        cmd: *mut IbvAllocMw,
+        cmd_size: usize,
+        resp: *mut sys::ib_uverbs_alloc_mw_resp,
+        resp_size: usize,
+    ) -> c_int;
+    pub fn ibv_cmd_dealloc_mw(mw: *mut sys::ibv_mw) -> c_int;
     pub fn ibv_cmd_create_cq(
         context: *mut sys::ibv_context,
         cqe: c_int,

@@ -314,6 +314,31 @@ fn layout_checks() -> Checks {
         hdr,
         core as core_payload
     );
+    size!(v, abi::IbvAllocMw, "struct ibv_alloc_mw");
+    fields!(
+        v,
+        abi::IbvAllocMw,
+        "struct ibv_alloc_mw",
+        hdr,
+        core as core_payload
+    );
+    size!(
+        v,
+        sys::ib_uverbs_alloc_mw_resp,
+        "struct ib_uverbs_alloc_mw_resp"
+    );
+    size!(v, sys::ibv_mw, "struct ibv_mw");
+    fields!(
+        v,
+        sys::ibv_mw,
+        "struct ibv_mw",
+        context,
+        pd,
+        rkey,
+        handle,
+        type_ as type
+    );
+    size!(v, sys::ibv_mw_bind, "struct ibv_mw_bind");
     size!(v, VerbsMr, "struct verbs_mr");
     fields!(v, VerbsMr, "struct verbs_mr", ibv_mr, mr_type, access);
     // The public and uverbs types the mirror and the provider embed (bindgen read the

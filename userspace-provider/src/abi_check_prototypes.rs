@@ -52,6 +52,24 @@ pub(super) fn prototype_checks() -> Vec<(String, String)> {
         ),
         ("&ibv_cmd_dereg_mr", "int (*)(struct verbs_mr *)"),
         (
+            "&ibv_cmd_alloc_mw",
+            "int (*)(struct ibv_pd *, enum ibv_mw_type, struct ibv_mw *, \
+             struct ibv_alloc_mw *, size_t, struct ib_uverbs_alloc_mw_resp *, size_t)",
+        ),
+        ("&ibv_cmd_dealloc_mw", "int (*)(struct ibv_mw *)"),
+        (
+            "((struct verbs_context_ops *)0)->alloc_mw",
+            "struct ibv_mw *(*)(struct ibv_pd *, enum ibv_mw_type)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->bind_mw",
+            "int (*)(struct ibv_qp *, struct ibv_mw *, struct ibv_mw_bind *)",
+        ),
+        (
+            "((struct verbs_context_ops *)0)->dealloc_mw",
+            "int (*)(struct ibv_mw *)",
+        ),
+        (
             "&ibv_cmd_rereg_mr",
             "int (*)(struct verbs_mr *, uint32_t, void *, size_t, uint64_t, int, \
              struct ibv_pd *, struct ibv_rereg_mr *, size_t, \

@@ -11,7 +11,7 @@ use ordma_hw::{DB_PAGE_SIZE, MAX_QUEUE_NUM};
 use crate::abi::{self, VerbsContextOps};
 use crate::barrier::mmio_write32;
 use crate::qp::Qp;
-use crate::{ah, cq, cq_ex, errno, mr, pd, qp, set_errno, srq, sys};
+use crate::{ah, cq, cq_ex, errno, mr, mw, pd, qp, set_errno, srq, sys};
 
 /// An open ordma device: libibverbs' context, the doorbell page and the QPs by number.
 #[repr(C)]
@@ -288,13 +288,16 @@ unsafe fn open(ctx: *mut Context, cmd_fd: c_int) -> Result<(), c_int> {
 /// per verb, alphabetical like the struct, each from the file of its object.
 fn context_ops() -> VerbsContextOps {
     VerbsContextOps {
+        alloc_mw: Some(mw::alloc_mw),
         alloc_pd: Some(pd::alloc_pd),
+        bind_mw: Some(mw::bind_mw),
         create_ah: Some(ah::create_ah),
         create_cq: Some(cq::create_cq),
         create_cq_ex: Some(cq_ex::create_cq_ex),
         create_qp: Some(qp::create_qp),
         create_qp_ex: Some(qp::create_qp_ex),
         create_srq: Some(srq::create_srq),
+        dealloc_mw: Some(mw::dealloc_mw),
         dealloc_pd: Some(pd::dealloc_pd),
         dereg_mr: Some(mr::dereg_mr),
         destroy_ah: Some(ah::destroy_ah),

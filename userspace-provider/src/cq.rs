@@ -8,8 +8,9 @@ use core::mem::{size_of, MaybeUninit};
 use core::ptr::{self, null_mut};
 
 use ordma_hw::{
-    cqe_phase, db_value, Cqe, CQE_FLAG_GRH, CQE_FLAG_IMM, CQE_FLAG_RECV, CQE_LOG_SIZE_MIN,
-    CQE_OWNER_OFFSET, CQ_DB_RECORD_SIZE, DB_CQ_ARM, DB_CQ_ARM_SOLICITED, MAX_QUEUE_LOG_DEPTH,
+    cqe_phase, db_value, Cqe, CQE_FLAG_GRH, CQE_FLAG_IMM, CQE_FLAG_INV, CQE_FLAG_RECV,
+    CQE_LOG_SIZE_MIN, CQE_OWNER_OFFSET, CQ_DB_RECORD_SIZE, DB_CQ_ARM, DB_CQ_ARM_SOLICITED,
+    MAX_QUEUE_LOG_DEPTH,
 };
 
 use crate::barrier::{udma_from_device_barrier, udma_to_device_barrier};
@@ -489,6 +490,12 @@ pub(crate) fn clean(cq: &Cq, st: &mut CqState, qpn: u32, srq: Option<&Srq>) -> u
 /// every WQE up to `wqe_index` (the unsignaled ones before it), on the RQ that one, which
 /// must be the oldest (receives complete in order), on the QP's SRQ that slot (given back).
 /// `EIO` if no QP of `cq` in `qps` has that number, or it has no such outstanding WQE.
+///
+/// The opcode and status are the CQE's (libibverbs' values: `BIND_MW` and `LOCAL_INV`
+/// among them). `imm` is immediate data (`IBV_WC_WITH_IMM`: the 4 bytes as sent) or, for a
+/// SEND with invalidate (`IBV_WC_WITH_INV`), the rkey the responder invalidated, a number
+/// (`invalidated_rkey`, the same union); a CQE that says both (the NIC never writes one) is
+/// taken as an invalidation.
 pub(crate) fn complete(cq: &Cq, qps: &QpTable, cqe: &Cqe) -> Result<sys::ibv_wc, c_int> {
     let qp = qps.get(cqe.qpn).ok_or(libc::EIO)?;
     // SAFETY: a QP leaves the table only under the locks of its CQs (`qp::clean_cqs`); the
@@ -509,10 +516,14 @@ pub(crate) fn complete(cq: &Cq, qps: &QpTable, cqe: &Cqe) -> Result<sys::ibv_wc,
         (true, None, None) => None,
     }
     .ok_or(libc::EIO)?;
-    let imm = cqe.flags & CQE_FLAG_IMM != 0;
+    let inv = cqe.flags & CQE_FLAG_INV != 0;
+    let imm = !inv && cqe.flags & CQE_FLAG_IMM != 0;
     let mut wc_flags = 0;
     if imm {
         wc_flags |= sys::ibv_wc_flags_IBV_WC_WITH_IMM;
+    }
+    if inv {
+        wc_flags |= sys::ibv_wc_flags_IBV_WC_WITH_INV;
     }
     if cqe.flags & CQE_FLAG_GRH != 0 {
         wc_flags |= sys::ibv_wc_flags_IBV_WC_GRH;
@@ -534,6 +545,10 @@ pub(crate) fn complete(cq: &Cq, qps: &QpTable, cqe: &Cqe) -> Result<sys::ibv_wc,
     if imm {
         // The 4 bytes as the CQE holds them (network order), not swapped.
         wc.__bindgen_anon_1.imm_data = u32::from_ne_bytes(cqe.imm.to_le_bytes());
+    }
+    if inv {
+        // The rkey itself (`defs/mw.rs`: the CQE holds it in host order).
+        wc.__bindgen_anon_1.invalidated_rkey = cqe.imm;
     }
     Ok(wc)
 }

@@ -15,8 +15,9 @@ use crate::cq::{self, Cq, CqState};
 use crate::{abi, set_errno, sys};
 
 /// The completion fields ordma's CQEs carry (`IBV_WC_STANDARD_FLAGS`): byte count,
-/// immediate data, QP number, source QP, source LID, SL and path bits. No timestamps, VLAN,
-/// flow tag or tag matching: `EOPNOTSUPP` for those, as soft-RoCE's provider.
+/// immediate data (or the rkey a SEND with invalidate invalidated), QP number, source QP,
+/// source LID, SL and path bits. No timestamps, VLAN, flow tag or tag matching:
+/// `EOPNOTSUPP` for those, as soft-RoCE's provider.
 pub(crate) const WC_FLAGS: u64 = sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_BYTE_LEN as u64
     | sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_IMM as u64
     | sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_QP_NUM as u64
@@ -299,7 +300,9 @@ readers! {
     read_vendor_err -> u32 = |w| w.vendor_err;
     /// `ibv_wc_read_byte_len`.
     read_byte_len -> u32 = |w| w.byte_len;
-    /// `ibv_wc_read_imm_data`: the 4 bytes in network order, as `ibv_wc.imm_data`.
+    /// `ibv_wc_read_imm_data`: the 4 bytes in network order, as `ibv_wc.imm_data`; also
+    /// `ibv_wc_read_invalidated_rkey` (libibverbs reads the same), the rkey as a number
+    /// with `IBV_WC_WITH_INV`, as `ibv_wc.invalidated_rkey`.
     read_imm_data -> u32 = |w| {
         // SAFETY: both members of the union are a u32.
         unsafe { w.__bindgen_anon_1.imm_data }

@@ -16,8 +16,10 @@
 //! - `context`: open and close a device (GET_CONTEXT, the doorbell page mapping), the
 //!   context's ops table, query device and port.
 //! - one file per object, each with its verbs and its object type: `pd` (protection
-//!   domains), `mr` (memory regions), `cq` (completion queues: create with the ring and
-//!   doorbell record the provider allocates, arming by doorbell, `poll_cq`), `cq_ex`
+//!   domains), `mr` (memory regions), `mw` (memory windows: allocate, free, `ibv_bind_mw`,
+//!   and the bind segment `post_send` and `ibv_wr_bind_mw` write), `cq` (completion
+//!   queues: create with the ring and doorbell record the provider allocates, arming by
+//!   doorbell, `poll_cq`), `cq_ex`
 //!   (`ibv_create_cq_ex` and the extended polling API: `ibv_start_poll`, `ibv_next_poll`,
 //!   `ibv_end_poll`, `ibv_wc_read_*`), `qp` (RC, UC and UD queue pairs, also by
 //!   `ibv_create_qp_ex`: rings sized from the capabilities asked, modify, query,
@@ -52,6 +54,7 @@ pub mod device;
 mod dma;
 mod lock;
 mod mr;
+mod mw;
 mod pd;
 mod qp;
 mod srq;

@@ -332,18 +332,16 @@ pub(crate) fn check_attr_ex(attr: &sys::ibv_qp_init_attr_ex) -> Result<(), c_int
     Ok(())
 }
 
-/// IBTA 1.5's FLUSH and ATOMIC WRITE among send operations `ops` need a NIC that executes
-/// them (interface 1.8): the device says so in its capability flags
-/// (`IB_UVERBS_DEVICE_FLUSH_GLOBAL`, `IB_UVERBS_DEVICE_ATOMIC_WRITE`), which one query
-/// asks; else `EOPNOTSUPP`, the skip rdma-core's tests expect (there are no `IBV_DEVICE_*`
-/// bits for them).
-///
-/// # Safety
-///
-/// `ibctx` is one of our contexts.
-unsafe fn check_device_ops(ibctx: *mut sys::ibv_context, ops: u64) -> Result<(), c_int> {
+/// The send operations an extended QP takes only from a device that claims them, and the
+/// capability flags (`ib_uverbs_device_cap_flags`) it must claim: IBTA 1.5's FLUSH and
+/// ATOMIC WRITE (interface 1.8; there are no `IBV_DEVICE_*` bits for them), and the
+/// operations of type 2 windows, which need windows of type 2B (interface 1.9:
+/// `IBV_DEVICE_MEM_WINDOW`, `IBV_DEVICE_MEM_WINDOW_TYPE_2B`, the same bits).
+pub(crate) fn device_ops() -> [(u32, u64); 5] {
     use sys::*;
-    let need = [
+    let windows = ib_uverbs_device_cap_flags_IB_UVERBS_DEVICE_MEM_WINDOW
+        | ib_uverbs_device_cap_flags_IB_UVERBS_DEVICE_MEM_WINDOW_TYPE_2B;
+    [
         (
             ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_FLUSH,
             ib_uverbs_device_cap_flags_IB_UVERBS_DEVICE_FLUSH_GLOBAL,
@@ -352,7 +350,39 @@ unsafe fn check_device_ops(ibctx: *mut sys::ibv_context, ops: u64) -> Result<(),
             ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_WRITE,
             ib_uverbs_device_cap_flags_IB_UVERBS_DEVICE_ATOMIC_WRITE,
         ),
-    ];
+        (ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_BIND_MW, windows),
+        (
+            ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_LOCAL_INV,
+            windows,
+        ),
+        (
+            ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_INV,
+            windows,
+        ),
+    ]
+}
+
+/// Whether a device of capability flags `caps` (`device_cap_flags_ex` with
+/// `device_cap_flags`) executes send operations `ops`: `EOPNOTSUPP` for one it does not
+/// claim ([`device_ops`]), the skip rdma-core's tests expect.
+pub(crate) fn check_caps(ops: u64, caps: u64) -> Result<(), c_int> {
+    for (op, need) in device_ops() {
+        if ops & u64::from(op) != 0 && caps & need != need {
+            return Err(libc::EOPNOTSUPP);
+        }
+    }
+    Ok(())
+}
+
+/// The send operations `ops` that need the device's word ([`device_ops`]) are checked
+/// against its capability flags, which one query asks ([`check_caps`]).
+///
+/// # Safety
+///
+/// `ibctx` is one of our contexts.
+unsafe fn check_device_ops(ibctx: *mut sys::ibv_context, ops: u64) -> Result<(), c_int> {
+    use sys::*;
+    let need = device_ops();
     if need.iter().all(|&(op, _)| ops & u64::from(op) == 0) {
         return Ok(());
     }
@@ -369,12 +399,10 @@ unsafe fn check_device_ops(ibctx: *mut sys::ibv_context, ops: u64) -> Result<(),
     if r != 0 {
         return Err(r);
     }
-    for (op, cap) in need {
-        if ops & u64::from(op) != 0 && attr.device_cap_flags_ex & cap == 0 {
-            return Err(libc::EOPNOTSUPP);
-        }
-    }
-    Ok(())
+    check_caps(
+        ops,
+        attr.device_cap_flags_ex | u64::from(attr.orig_attr.device_cap_flags),
+    )
 }
 
 /// The `ibv_qp_init_attr` part of `attr`.
@@ -601,8 +629,8 @@ unsafe fn clean_cqs(qp: *mut Qp, forget: bool) {
 /// # Safety
 ///
 /// libibverbs calls this with a QP `create_qp` returned, a chain of valid WRs (whose
-/// `sg_list`s are valid and, for inline sends, whose buffers are readable) and a valid
-/// `bad_wr`.
+/// `sg_list`s are valid and, for inline sends, whose buffers are readable; a bind's window
+/// and MR null or live) and a valid `bad_wr`.
 pub(crate) unsafe extern "C" fn post_send(
     ibqp: *mut sys::ibv_qp,
     wr: *mut sys::ibv_send_wr,

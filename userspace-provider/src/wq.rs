@@ -11,16 +11,18 @@ use core::ptr::NonNull;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use ordma_hw::{
-    db_value, is_atomic, is_rd_atomic, sq_wqe_data, AtomicSeg, FlushSeg, RecvWqe, SendWqe, Sge,
-    UdSeg, DB_RQ, DB_SQ, QP_TYPE_RC, QP_TYPE_UD, RQ_WQE_BASE, WQE_FLAG_FENCE, WQE_FLAG_INLINE,
-    WQE_FLAG_SIGNALED, WQE_FLAG_SOLICITED, WQE_SGE_SIZE, WR_ATOMIC_CMP_AND_SWP,
-    WR_ATOMIC_FETCH_AND_ADD, WR_RDMA_READ, WR_RDMA_WRITE, WR_RDMA_WRITE_IMM, WR_SEND, WR_SEND_IMM,
+    db_value, is_atomic, is_local, is_rd_atomic, sq_wqe_data, AtomicSeg, BindSeg, FlushSeg,
+    RecvWqe, SendWqe, Sge, UdSeg, DB_RQ, DB_SQ, QP_TYPE_RC, QP_TYPE_UD, RQ_WQE_BASE,
+    WQE_FLAG_FENCE, WQE_FLAG_INLINE, WQE_FLAG_SIGNALED, WQE_FLAG_SOLICITED, WQE_SGE_SIZE,
+    WR_ATOMIC_CMP_AND_SWP, WR_ATOMIC_FETCH_AND_ADD, WR_BIND_MW, WR_LOCAL_INV, WR_RDMA_READ,
+    WR_RDMA_WRITE, WR_RDMA_WRITE_IMM, WR_SEND, WR_SEND_IMM, WR_SEND_WITH_INV,
 };
 
 use crate::ah::av_of;
 use crate::barrier::udma_to_device_barrier;
 use crate::context::Doorbell;
 use crate::dma::DmaMem;
+use crate::mw::wr_bind_segment;
 use crate::qp::{Qp, QueueShape};
 use crate::sys;
 use crate::wr::Batch;
@@ -201,7 +203,8 @@ pub(crate) struct QpCaps {
     pub(crate) max_inline: u32,
     /// Every send WQE is signaled (`sq_sig_all`).
     pub(crate) sig_all: bool,
-    /// A UC QP: no READ, no atomics (`EINVAL`, as soft-RoCE's provider).
+    /// A UC QP: no READ, no atomics (`EINVAL`, as soft-RoCE's provider), no send with
+    /// invalidate (RC's alone in IBTA's opcodes); binds and local invalidates are taken.
     pub(crate) uc: bool,
     /// A UD QP: SEND and SEND with immediate only, each WR with its address.
     pub(crate) ud: bool,
@@ -220,7 +223,7 @@ const SEND_FLAGS: u32 = sys::ibv_send_flags_IBV_SEND_FENCE
     | sys::ibv_send_flags_IBV_SEND_INLINE;
 
 /// The WQE opcode for a WR opcode (the values are libibverbs' own); `EINVAL` for the
-/// others (masked atomics, local invalidate, bind, send with invalidate, TSO, ...).
+/// others (masked atomics, TSO, ...; ATOMIC WRITE and FLUSH, which only `ibv_wr_*` posts).
 fn wr_opcode(op: sys::ibv_wr_opcode) -> Result<u8, c_int> {
     Ok(match op {
         sys::ibv_wr_opcode_IBV_WR_RDMA_WRITE => WR_RDMA_WRITE,
@@ -230,6 +233,9 @@ fn wr_opcode(op: sys::ibv_wr_opcode) -> Result<u8, c_int> {
         sys::ibv_wr_opcode_IBV_WR_RDMA_READ => WR_RDMA_READ,
         sys::ibv_wr_opcode_IBV_WR_ATOMIC_CMP_AND_SWP => WR_ATOMIC_CMP_AND_SWP,
         sys::ibv_wr_opcode_IBV_WR_ATOMIC_FETCH_AND_ADD => WR_ATOMIC_FETCH_AND_ADD,
+        sys::ibv_wr_opcode_IBV_WR_LOCAL_INV => WR_LOCAL_INV,
+        sys::ibv_wr_opcode_IBV_WR_BIND_MW => WR_BIND_MW,
+        sys::ibv_wr_opcode_IBV_WR_SEND_WITH_INV => WR_SEND_WITH_INV,
         _ => return Err(libc::EINVAL),
     })
 }
@@ -240,6 +246,17 @@ pub(crate) fn is_read_or_atomic(opcode: u8) -> bool {
     is_rd_atomic(opcode)
 }
 
+/// Whether send opcode `opcode` may be posted on a QP with `caps`: a UD QP takes the SENDs
+/// alone; a UC QP neither READs nor atomics, nor SENDs with invalidate (UC has no such
+/// packet), but the local operations (`hw::is_local`: binds, as soft-RoCE, and local
+/// invalidates, as the NIC: a type 2 window bound through a UC QP is invalidated there).
+pub(crate) fn opcode_allowed(opcode: u8, caps: &QpCaps) -> bool {
+    if caps.ud {
+        return opcode == WR_SEND || opcode == WR_SEND_IMM;
+    }
+    !(caps.uc && (opcode == WR_RDMA_READ || is_atomic(opcode) || opcode == WR_SEND_WITH_INV))
+}
+
 /// The bytes of `sges` together, `None` past u64.
 fn total_len(sges: &[sys::ibv_sge]) -> Option<u64> {
     sges.iter()
@@ -247,12 +264,13 @@ fn total_len(sges: &[sys::ibv_sge]) -> Option<u64> {
 }
 
 /// A send WR as the NIC reads it: the WQE header and, for an atomic or an ATOMIC WRITE,
-/// its atomic segment, for a FLUSH its flush segment; for a UD QP's WR, its datagram
-/// segment (the address).
+/// its atomic segment, for a FLUSH its flush segment, for a bind its bind segment; for a
+/// UD QP's WR, its datagram segment (the address).
 pub(crate) struct SendHeader {
     pub(crate) wqe: SendWqe,
     pub(crate) atomic: Option<AtomicSeg>,
     pub(crate) flush: Option<FlushSeg>,
+    pub(crate) bind: Option<BindSeg>,
     pub(crate) ud: Option<UdSeg>,
 }
 
@@ -276,30 +294,30 @@ pub(crate) fn wqe_flags(f: u32, caps: &QpCaps) -> Result<u8, c_int> {
 }
 
 /// Checks a send WR against the QP's capabilities and makes its WQE header: `EINVAL` for
-/// an opcode or flag the NIC does not have, a READ or atomic on a UC QP, other than a SEND
-/// on a UD QP (whose address [`ud_segment`] adds), more SGEs than
-/// `max_send_sge`, inline data on a READ or an atomic or longer than `max_inline`. An atomic's remote address and its
-/// SGEs' length are the NIC's to check (error completions: `REM_INV_REQ_ERR` for an
-/// unaligned address, `LOC_LEN_ERR` for other than 8 bytes), as on mlx5.
+/// an opcode or flag the NIC does not have, an opcode the QP's type does not take
+/// ([`opcode_allowed`]; on a UD QP, the SENDs, whose address [`ud_segment`] adds), more
+/// SGEs than `max_send_sge`, SGEs on a bind or a local invalidate, inline data on a READ,
+/// an atomic, a bind or a local invalidate or longer than `max_inline`. A bind's segment
+/// is [`wr_bind_segment`]'s to add. An atomic's remote address and its SGEs' length are
+/// the NIC's to check (error completions: `REM_INV_REQ_ERR` for an unaligned address,
+/// `LOC_LEN_ERR` for other than 8 bytes), as on mlx5.
 pub(crate) fn send_header(
     wr: &sys::ibv_send_wr,
     sges: &[sys::ibv_sge],
     caps: &QpCaps,
 ) -> Result<SendHeader, c_int> {
     let opcode = wr_opcode(wr.opcode)?;
-    if (caps.uc && (opcode == WR_RDMA_READ || is_atomic(opcode)))
-        || (caps.ud && opcode != WR_SEND && opcode != WR_SEND_IMM)
-    {
+    if !opcode_allowed(opcode, caps) {
         return Err(libc::EINVAL);
     }
     let f = wr.send_flags;
-    if sges.len() > caps.max_send_sge as usize {
+    if sges.len() > caps.max_send_sge as usize || (is_local(opcode) && !sges.is_empty()) {
         return Err(libc::EINVAL);
     }
     let mut flags = wqe_flags(f, caps)?;
     let (num_sge, inline_len) = if f & sys::ibv_send_flags_IBV_SEND_INLINE != 0 {
         let len = total_len(sges).ok_or(libc::EINVAL)?;
-        if is_read_or_atomic(opcode) || len > u64::from(caps.max_inline) {
+        if is_read_or_atomic(opcode) || is_local(opcode) || len > u64::from(caps.max_inline) {
             return Err(libc::EINVAL);
         }
         flags |= WQE_FLAG_INLINE;
@@ -312,6 +330,10 @@ pub(crate) fn send_header(
         // SAFETY: both members of the union are a u32; for these opcodes it is the
         // immediate data, 4 bytes in network order, which the WQE carries as they are.
         u32::from_le_bytes(unsafe { wr.__bindgen_anon_1.imm_data }.to_ne_bytes())
+    } else if opcode == WR_LOCAL_INV || opcode == WR_SEND_WITH_INV {
+        // SAFETY: as above; for these it is the rkey to invalidate, which the WQE carries
+        // as a number (`defs/mw.rs`: host order, not bytes).
+        unsafe { wr.__bindgen_anon_1.invalidate_rkey }
     } else {
         0
     };
@@ -350,6 +372,7 @@ pub(crate) fn send_header(
         },
         atomic,
         flush: None,
+        bind: None,
         ud: None,
     })
 }
@@ -388,9 +411,10 @@ pub(crate) fn put_sge(wqe: &mut [u8], off: usize, s: &sys::ibv_sge) -> Result<()
 }
 
 /// Encodes a send WQE into `wqe` (one ring slot): the header, then the SGEs or the inline
-/// bytes; an atomic's segment, then its SGEs. `EINVAL` if they do not fit the slot (the
-/// capabilities keep them in, but for an atomic's SGEs: one fewer than `max_send_sge`
-/// fits behind its segment, at least one).
+/// bytes; an atomic's segment, then its SGEs; a bind's segment alone. `EINVAL` if they do
+/// not fit the slot (the capabilities keep them in, but for an atomic's SGEs: one fewer
+/// than `max_send_sge` fits behind its segment, at least one), or for a bind without its
+/// segment.
 pub(crate) fn encode_send(
     wqe: &mut [u8],
     hdr: &SendHeader,
@@ -408,6 +432,11 @@ pub(crate) fn encode_send(
         if !f.encode_into(wqe) {
             return Err(libc::EINVAL);
         }
+    }
+    match &hdr.bind {
+        Some(b) if !b.encode_into(wqe) => return Err(libc::EINVAL),
+        None if hdr.wqe.opcode == WR_BIND_MW => return Err(libc::EINVAL),
+        _ => {}
     }
     if let Some(u) = &hdr.ud {
         if !u.encode_into(wqe) {
@@ -510,8 +539,9 @@ pub(crate) fn recv_allowed(state: u32) -> bool {
 /// # Safety
 ///
 /// `wr.sg_list` is valid for `wr.num_sge` entries and, with `IBV_SEND_INLINE`, each
-/// entry's bytes are readable; on a UD QP, `wr.wr.ud.ah` is null or a live AH of ours
-/// (libibverbs' contract for `ibv_post_send`).
+/// entry's bytes are readable; on a UD QP, `wr.wr.ud.ah` is null or a live AH of ours; for
+/// `IBV_WR_BIND_MW`, `wr.bind_mw.mw` is null or a live MW and `wr.bind_mw.bind_info.mr`
+/// null or a live MR (libibverbs' contract for `ibv_post_send`).
 unsafe fn post_one_send(
     sq: &mut WorkQueue,
     caps: &QpCaps,
@@ -526,6 +556,10 @@ unsafe fn post_one_send(
     if caps.ud {
         // SAFETY: a UD QP's WR: its AH is null or ours and live (the caller's promise).
         hdr.ud = Some(unsafe { ud_segment(wr) }?);
+    }
+    if hdr.wqe.opcode == WR_BIND_MW {
+        // SAFETY: a bind's window and MR are null or live (the caller's promise).
+        hdr.bind = Some(unsafe { wr_bind_segment(wr) }?);
     }
     let mut bufs: [&[u8]; MAX_WQE_SGES] = [&[]; MAX_WQE_SGES];
     let payload = if hdr.wqe.flags & WQE_FLAG_INLINE != 0 {

@@ -2,10 +2,10 @@
 //! `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`), on the fast path: no system call, no allocation.
 //!
 //! `ibv_wr_start` opens a batch on the send queue. Each operation (`ibv_wr_send`,
-//! `ibv_wr_rdma_write`, ...) starts a WQE in the next free slot past the producer index,
-//! with the QP's `wr_id` and `wr_flags` of that moment; the setters that follow
-//! (`ibv_wr_set_sge(_list)`, `ibv_wr_set_inline_data(_list)`, `ibv_wr_set_ud_addr`) fill it
-//! in. The WQEs are encoded exactly as `ibv_post_send`'s (`wq::send_header`,
+//! `ibv_wr_rdma_write`, `ibv_wr_bind_mw`, ...) starts a WQE in the next free slot past the
+//! producer index, with the QP's `wr_id` and `wr_flags` of that moment; the setters that
+//! follow (`ibv_wr_set_sge(_list)`, `ibv_wr_set_inline_data(_list)`, `ibv_wr_set_ud_addr`)
+//! fill it in. The WQEs are encoded exactly as `ibv_post_send`'s (`wq::send_header`,
 //! `wq::encode_send`), so the two APIs post the same bytes. `ibv_wr_complete` posts the
 //! batch with one doorbell, or, if any call in it failed, posts nothing and returns that
 //! call's errno; `ibv_wr_abort` drops it. The NIC reads a slot only once the producer index
@@ -18,11 +18,12 @@
 use core::ffi::{c_int, c_void};
 
 use ordma_hw::{
-    is_flush_or_atomic_write, sq_wqe_data, AtomicSeg, FlushSeg, SendWqe, UdSeg, QP_TYPE_RC,
-    QP_TYPE_UD, WQE_FLAG_INLINE, WR_ATOMIC_WRITE, WR_FLUSH,
+    is_flush_or_atomic_write, is_local, sq_wqe_data, AtomicSeg, FlushSeg, SendWqe, UdSeg,
+    QP_TYPE_RC, QP_TYPE_UD, WQE_FLAG_INLINE, WR_ATOMIC_WRITE, WR_FLUSH,
 };
 
 use crate::context::{Context, DbPage};
+use crate::mw::bind_segment;
 use crate::qp::Qp;
 use crate::sys;
 use crate::wq::{
@@ -46,7 +47,8 @@ pub(crate) struct Batch {
 
 /// The send operations an extended QP of each type takes (`IBV_QP_EX_WITH_*`), as
 /// `ibv_post_send` does: RC all of ordma's (and IBTA 1.5's FLUSH and ATOMIC WRITE, which
-/// only this API posts), UC no READ or atomics, UD SENDs.
+/// only this API posts), UC no READ, atomics or SEND with invalidate, UD SENDs. Creation
+/// takes IBTA 1.5's and the windows' only from a device that claims them (`qp`).
 pub(crate) fn send_ops(qp_type: sys::ibv_qp_type) -> Option<u64> {
     use sys::*;
     let sends = ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND as u64
@@ -58,9 +60,12 @@ pub(crate) fn send_ops(qp_type: sys::ibv_qp_type) -> Option<u64> {
         | ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD as u64;
     let iba15 = ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_FLUSH as u64
         | ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_WRITE as u64;
+    let local = ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_BIND_MW as u64
+        | ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_LOCAL_INV as u64;
+    let send_inv = ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_INV as u64;
     match qp_type {
-        sys::ibv_qp_type_IBV_QPT_RC => Some(sends | writes | reads | iba15),
-        sys::ibv_qp_type_IBV_QPT_UC => Some(sends | writes),
+        sys::ibv_qp_type_IBV_QPT_RC => Some(sends | writes | reads | iba15 | local | send_inv),
+        sys::ibv_qp_type_IBV_QPT_UC => Some(sends | writes | local),
         sys::ibv_qp_type_IBV_QPT_UD => Some(sends),
         _ => None,
     }
@@ -97,6 +102,15 @@ pub(crate) fn set_functions(ex: &mut sys::ibv_qp_ex, ops: u64) {
     }
     if has(ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_WRITE) {
         ex.wr_atomic_write = Some(wr_atomic_write);
+    }
+    if has(ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_BIND_MW) {
+        ex.wr_bind_mw = Some(wr_bind_mw);
+    }
+    if has(ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_LOCAL_INV) {
+        ex.wr_local_inv = Some(wr_local_inv);
+    }
+    if has(ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_INV) {
+        ex.wr_send_inv = Some(wr_send_inv);
     }
     ex.wr_set_ud_addr = Some(wr_set_ud_addr);
     ex.wr_set_sge = Some(wr_set_sge);
@@ -373,6 +387,7 @@ unsafe extern "C" fn wr_atomic_write(
                     swap: 0,
                 }),
                 flush: None,
+                bind: None,
                 ud: None,
             })
         })
@@ -421,10 +436,73 @@ unsafe extern "C" fn wr_flush(
                 },
                 atomic: None,
                 flush: Some(seg),
+                bind: None,
                 ud: None,
             })
         })
     }
+}
+
+/// `ibv_wr_send_inv`: a SEND (its SGEs or inline data set after) that invalidates, at the
+/// responder, the window of `invalidate_rkey`.
+///
+/// # Safety
+///
+/// As [`operation`].
+unsafe extern "C" fn wr_send_inv(qpx: *mut sys::ibv_qp_ex, invalidate_rkey: u32) {
+    // SAFETY: as the contract.
+    unsafe {
+        operation(qpx, sys::ibv_wr_opcode_IBV_WR_SEND_WITH_INV, |w| {
+            w.__bindgen_anon_1.invalidate_rkey = invalidate_rkey;
+        })
+    }
+}
+
+/// `ibv_wr_local_inv`: invalidates the type 2 window of `invalidate_rkey`, bound on the
+/// QP's PD, in send queue order; no SGEs or inline data follow (`EINVAL` if a setter
+/// tries).
+///
+/// # Safety
+///
+/// As [`operation`].
+unsafe extern "C" fn wr_local_inv(qpx: *mut sys::ibv_qp_ex, invalidate_rkey: u32) {
+    // SAFETY: as the contract.
+    unsafe {
+        operation(qpx, sys::ibv_wr_opcode_IBV_WR_LOCAL_INV, |w| {
+            w.__bindgen_anon_1.invalidate_rkey = invalidate_rkey;
+        })
+    }
+}
+
+/// `ibv_wr_bind_mw`: binds (type 2) window `mw` to `bind_info`, giving it `rkey` (the
+/// window's index, the consumer's key byte: `ibv_inc_rkey` of its rkey). The bind segment
+/// is `ibv_post_send`'s for `IBV_WR_BIND_MW` (`mw::bind_segment`); `mw.rkey` is left as it
+/// is (the application keeps the new key, as libibverbs' contract has it). `EINVAL` for a
+/// null window or `bind_info`, or as `ibv_post_send`; no SGEs or inline data follow.
+///
+/// # Safety
+///
+/// As [`operation`]; `mw` is null or a live MW, `bind_info` null or valid, its MR null or
+/// live.
+unsafe extern "C" fn wr_bind_mw(
+    qpx: *mut sys::ibv_qp_ex,
+    mw: *mut sys::ibv_mw,
+    rkey: u32,
+    bind_info: *const sys::ibv_mw_bind_info,
+) {
+    let seg = if mw.is_null() || bind_info.is_null() {
+        Err(libc::EINVAL)
+    } else {
+        // SAFETY: a live MW and a valid `bind_info` with its MR null or live (contract).
+        unsafe { bind_segment((*mw).rkey, rkey, &*bind_info) }
+    };
+    // SAFETY: as the contract.
+    let (qp, wr) = unsafe { (qp_of(qpx), op_wr(qpx, sys::ibv_wr_opcode_IBV_WR_BIND_MW)) };
+    with_batch(qp, |qp, sq| {
+        let mut hdr = send_header(&wr, &[], &qp.caps)?;
+        hdr.bind = Some(seg?);
+        begin_header(qp, sq, hdr, wr.wr_id)
+    });
 }
 
 /// `ibv_wr_set_ud_addr`: the address of the UD WQE being built (`EINVAL` on another QP
@@ -469,7 +547,8 @@ unsafe extern "C" fn wr_set_ud_addr(
 }
 
 /// Sets the SGEs of the WQE being built: `EINVAL` for more than `max_send_sge` (or than
-/// fit behind an atomic's segment).
+/// fit behind an atomic's segment), or any on an operation without data (ATOMIC WRITE,
+/// FLUSH, a bind, a local invalidate).
 fn set_sges(qp: &Qp, sq: &mut SendQueue, sges: &[sys::ibv_sge]) -> Result<(), c_int> {
     if sges.len() > qp.caps.max_send_sge as usize {
         return Err(libc::EINVAL);
@@ -478,7 +557,7 @@ fn set_sges(qp: &Qp, sq: &mut SendQueue, sges: &[sys::ibv_sge]) -> Result<(), c_
     amend(
         sq,
         |h| {
-            if is_flush_or_atomic_write(h.wqe.opcode) && num_sge > 0 {
+            if (is_flush_or_atomic_write(h.wqe.opcode) || is_local(h.wqe.opcode)) && num_sge > 0 {
                 return Err(libc::EINVAL);
             }
             h.wqe.num_sge = num_sge;
@@ -518,8 +597,8 @@ unsafe extern "C" fn wr_set_sge_list(
     });
 }
 
-/// Makes the WQE being built carry `bufs`' bytes inline: `EINVAL` on a READ or an atomic,
-/// past `max_inline`, or for a null buffer with bytes.
+/// Makes the WQE being built carry `bufs`' bytes inline: `EINVAL` on a READ, an atomic, a
+/// bind or a local invalidate, past `max_inline`, or for a null buffer with bytes.
 fn set_inline(qp: &Qp, sq: &mut SendQueue, bufs: &[sys::ibv_data_buf]) -> Result<(), c_int> {
     let total = bufs
         .iter()
@@ -532,7 +611,7 @@ fn set_inline(qp: &Qp, sq: &mut SendQueue, bufs: &[sys::ibv_data_buf]) -> Result
     amend(
         sq,
         |h| {
-            if is_read_or_atomic(h.wqe.opcode) {
+            if is_read_or_atomic(h.wqe.opcode) || is_local(h.wqe.opcode) {
                 return Err(libc::EINVAL);
             }
             h.wqe.num_sge = 0;

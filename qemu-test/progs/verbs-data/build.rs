@@ -1,5 +1,5 @@
 //! Compiles the test program's C part (`verbs_data.c`, `mr_checks.c`, `ownership.c`,
-//! `quirks.c`, `srq_checks.c`, `atomics.c`, `uc.c`, `ud.c`, `stress.c`, `many.c`, `ex.c`, `scale.c`, `cq_resize.c`) and links libibverbs.
+//! `quirks.c`, `srq_checks.c`, `atomics.c`, `uc.c`, `ud.c`, `stress.c`, `many.c`, `ex.c`, `mw.c`, `scale.c`, `cq_resize.c`) and links libibverbs.
 
 fn main() {
     for f in [
@@ -15,6 +15,7 @@ fn main() {
         "stress.c",
         "many.c",
         "ex.c",
+        "mw.c",
         "scale.c",
         "cq_resize.c",
     ] {
@@ -32,6 +33,7 @@ fn main() {
         .file("stress.c")
         .file("many.c")
         .file("ex.c")
+        .file("mw.c")
         .file("scale.c")
         .file("cq_resize.c")
         .flag("-std=gnu11")

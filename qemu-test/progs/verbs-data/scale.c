@@ -303,15 +303,18 @@ void check_scale_hold(void)
 			a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE;
 		}
 		struct ibv_qp *qp = pd && cq ? ibv_create_qp_ex(ctx, &a) : NULL;
-		if (!mr || !qp) {
-			FAIL("context %d: PD, CQ, MR or QP: errno %d (%s)", n, errno, strerror(errno));
+		/* A memory window too, of type 1 and 2 by turns (the NIC's and the kernel's). */
+		struct ibv_mw *mw = pd ? ibv_alloc_mw(pd, n % 2 ? IBV_MW_TYPE_2 : IBV_MW_TYPE_1) : NULL;
+		if (!mr || !qp || !mw) {
+			FAIL("context %d: PD, CQ, MR, QP or MW: errno %d (%s)", n, errno, strerror(errno));
 			break;
 		}
 		ex += n % 2;
 	}
 	if (n < 1024)
 		FAIL("%d contexts held, wanted at least 1024", n);
-	printf("holding %d contexts, each with a PD, a CQ, an MR and a QP (%d extended)\n", n, ex);
+	printf("holding %d contexts, each with a PD, a CQ, an MR, a QP (%d extended) and a memory window\n", n,
+	       ex);
 	fflush(stdout);
 	for (;;)
 		pause();

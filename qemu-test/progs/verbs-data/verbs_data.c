@@ -27,6 +27,7 @@
  *              every byte
  *   many-2m    the same with 2 MiB each (64 MiB in flight; on 4 KiB pages only): many.c
  *   shared, levels, rereg  MRs under the data path (rereg: ibv_rereg_mr): see mr_checks.c
+ *   mw         memory windows, type 1 and 2, bound, used, invalidated: see mw.c
  *   scale          the object limits (max_pd, max_mr, max_cq, max_qp) reached and
  *                  enforced (ENOMEM), with create and destroy rates: see scale.c
  *   scale-hold     every doorbell page's context with objects, held until killed
@@ -679,7 +680,7 @@ int verbs_data_main(int argc, char **argv)
 	}
 	if (i >= argc) {
 		fprintf(stderr, "usage: %s [--dev A] [--dev2 B] [--mem 4k|huge:PATH|dmabuf] "
-				"[--listen PORT|--peer HOST:PORT] [--retry N] transfers|errors|rnr|events|many|many-2m|shared|levels|rereg|stale|drain|quirks|"
+				"[--listen PORT|--peer HOST:PORT] [--retry N] transfers|errors|rnr|events|many|many-2m|shared|levels|rereg|mw|stale|drain|quirks|"
 				"cq-resize|srq|srq-resize|srq-events|srq-errnos|srq-hold|atomics|uc|ud|ud-hold|ex|scale[=N]|scale-hold|stress[=N]...\n", argv[0]);
 		return 2;
 	}
@@ -704,6 +705,8 @@ int verbs_data_main(int argc, char **argv)
 			check_levels();
 		else if (!strcmp(argv[i], "rereg"))
 			check_rereg();
+		else if (!strcmp(argv[i], "mw"))
+			check_mw();
 		else if (!strcmp(argv[i], "scale"))
 			check_scale(0);
 		else if (!strncmp(argv[i], "scale=", 6))

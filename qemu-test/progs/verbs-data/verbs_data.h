@@ -89,6 +89,7 @@ void check_stress(long rounds);
 void check_many(unsigned chunk);
 void check_ex(void);
 void check_rereg(void);
+void check_mw(void);
 void check_scale(int count);
 void check_scale_hold(void);
 

@@ -5,7 +5,7 @@ use ordma_hw::*;
 #[test]
 fn version_fields_split_major_and_minor() {
     assert_eq!(version_major(VERSION), 1);
-    assert_eq!(version_minor(VERSION), 8, "1.8: ATOMIC WRITE and FLUSH");
+    assert_eq!(version_minor(VERSION), 9, "1.9: memory windows");
     assert_eq!(version_major(0x0003_0007), 3);
     assert_eq!(version_minor(0x0003_0007), 7);
     assert_eq!(version_major(u32::MAX), 0xffff);
@@ -82,6 +82,7 @@ fn device_attrs_round_trip() {
         max_srq_wr: 12,
         max_srq_sge: 13,
         atomic_cap: ATOMIC_CAP_HCA,
+        max_mw: 14,
     };
     let b = a.encode();
     assert_eq!(b.len(), 96, "1.2's attributes are 96 bytes");
@@ -93,7 +94,8 @@ fn device_attrs_round_trip() {
         "max_srq @64, max_srq_wr @68, max_srq_sge @72"
     );
     assert_eq!(get_le32(&b, 76), Some(1), "atomic_cap @76: IB_ATOMIC_HCA");
-    assert!(b[80..].iter().all(|&x| x == 0), "@80..96 reserved, zero");
+    assert_eq!(get_le32(&b, 80), Some(14), "max_mw @80 (1.9)");
+    assert!(b[84..].iter().all(|&x| x == 0), "@84..96 reserved, zero");
 }
 
 #[test]

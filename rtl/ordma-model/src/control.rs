@@ -14,7 +14,7 @@
 //! | `counters` | `ok sent_pkts=N rcvd_pkts=N ...`: port 1's counters, as `CMD_QUERY_COUNTERS` reports them (`hardware.md`, "Port counters") |
 //! | `mr KEY` | `ok pdn=N access=N iova=0xN length=N npages=N page_shift=N levels=N`: the MR with key KEY as the NIC holds it (what `CMD_CREATE_MR` gave it); an error if there is none |
 //! | `wire loss\|duplicate\|reorder\|corrupt P`, `wire clear` | the port's link fails on request: from now on each unicast frame it sends is lost, duplicated, held back behind the frames sent after it in the same action, or has one bit flipped past its Ethernet header, with probability P (0 to 1); `clear` sets every P to 0. The counters are `status`' `wire_lost`, `wire_duplicated`, `wire_reordered`, `wire_corrupted` |
-//! | `status` | `ok link=up\|down enabled=0\|1 fatal=0\|1 error=N bme=0\|1 pds=N mrs=N cqs=N qps=N pds_created=N mrs_created=N cqs_created=N qps_created=N pds_destroyed=N mrs_destroyed=N cqs_destroyed=N qps_destroyed=N srqs=N srqs_created=N srqs_destroyed=N atomics=N atomics_replayed=N timer_resends=N seq_naks_sent=N seq_naks_received=N uc_dropped=N doorbells=N commands=N events=N events_unread=N admin_pending=N` and every anomaly counter |
+//! | `status` | `ok link=up\|down enabled=0\|1 fatal=0\|1 error=N bme=0\|1 pds=N mrs=N cqs=N qps=N pds_created=N mrs_created=N cqs_created=N qps_created=N pds_destroyed=N mrs_destroyed=N cqs_destroyed=N qps_destroyed=N srqs=N srqs_created=N srqs_destroyed=N mws=N mws_created=N mws_destroyed=N atomics=N atomics_replayed=N timer_resends=N seq_naks_sent=N seq_naks_received=N uc_dropped=N doorbells=N commands=N events=N events_unread=N admin_pending=N` and every anomaly counter |
 //!
 //! The listener runs on a thread of its own and acts on the shared [`Device`].
 

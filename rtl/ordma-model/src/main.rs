@@ -57,7 +57,7 @@ struct Args {
     #[arg(long, value_name = "E", default_value_t = 17, value_parser = clap::value_parser!(u8).range(0..=31))]
     min_ack_timeout: u8,
     /// Report N for a device attribute: max_qp, max_qp_wr, max_cq, max_cqe, max_mr,
-    /// max_pd, max_sge, max_srq, max_srq_wr, max_srq_sge, hw_ver, or fw_ver=MAJOR.MINOR.SUB
+    /// max_pd, max_sge, max_srq, max_srq_wr, max_srq_sge, max_mw, hw_ver, or fw_ver=MAJOR.MINOR.SUB
     /// (repeatable)
     #[arg(long, value_name = "NAME=N", value_parser = parse_attr)]
     attr: Vec<(Attr, u64)>,
@@ -165,6 +165,7 @@ enum Attr {
     MaxSrq,
     MaxSrqWr,
     MaxSrqSge,
+    MaxMw,
     MaxSge,
     HwVer,
     FwVer,
@@ -250,6 +251,7 @@ fn parse_attr(v: &str) -> Result<(Attr, u64), String> {
         "max_srq" => Attr::MaxSrq,
         "max_srq_wr" => Attr::MaxSrqWr,
         "max_srq_sge" => Attr::MaxSrqSge,
+        "max_mw" => Attr::MaxMw,
         "hw_ver" => Attr::HwVer,
         _ => return Err(format!("unknown attribute {name}")),
     };
@@ -273,6 +275,7 @@ fn set_attr(a: &mut ordma_hw::DeviceAttrs, attr: Attr, n: u64) {
         Attr::MaxSrq => &mut a.max_srq,
         Attr::MaxSrqWr => &mut a.max_srq_wr,
         Attr::MaxSrqSge => &mut a.max_srq_sge,
+        Attr::MaxMw => &mut a.max_mw,
         Attr::HwVer => &mut a.hw_ver,
     };
     // CAST: parse_attr made every other attribute from a u32; never saturates.

@@ -261,7 +261,7 @@ fn in_err(rig: &mut Rig, qpn: u32) {
 #[test]
 fn malformed_wqes_are_loc_qp_op_err_and_flush_the_rest_in_order() {
     let cases: Vec<(&str, hw::SendWqe)> = vec![
-        ("opcode", wqe(9, SIGNALED, 0)),
+        ("opcode", wqe(10, SIGNALED, 0)),
         ("flag", wqe(hw::WR_SEND, 0x10, 0)),
         ("num_sge", wqe(hw::WR_SEND, 0, 5)),
         (
@@ -761,7 +761,7 @@ fn the_device_timer_thread_runs_rnr_retries() {
 fn refused_wqes_are_counted_and_a_refused_receive_is_rem_op_err() {
     use ordma_model::engine::counters::Anomaly;
     let mut rig = Rig::new();
-    rig.send('a', wqe(9, 0, 0), &[], &[]);
+    rig.send('a', wqe(10, 0, 0), &[], &[]);
     assert_eq!(rig.cqe('s').status, hw::WC_LOC_QP_OP_ERR);
     assert_eq!(rig.nic.counters().get(Anomaly::BadWqe), 1);
     let mut rig = Rig::new();

@@ -317,7 +317,7 @@ fn mr_create_rejects_every_bad_field() {
         (
             "unknown access bit",
             hw::CreateMrParams {
-                access: 1 << 4,
+                access: 1 << 5,
                 ..good
             },
             bad,

@@ -449,6 +449,8 @@ fn hostile_frames_never_panic() {
     assert_eq!(r.nic.counters().get(Anomaly::BadFrame), bad + 1);
     // Valid frames with hostile headers: every opcode (UD's too, at RC QPs), PSNs, QPNs.
     let ops = [
+        packet::SEND_LAST_INV,
+        packet::SEND_ONLY_INV,
         packet::FLUSH,
         packet::ATOMIC_WRITE,
         packet::UD_SEND_ONLY,
@@ -490,6 +492,7 @@ fn hostile_frames_never_panic() {
                     placement: rnd() as u8 & 0xf,
                     level: rnd() as u8 & 3,
                 }),
+                ieth: ext.ieth.then_some(rnd() as u32 | (1 << 31)),
             };
             let f = wire::encode(&port::lid_route(1, 2), 2, &pkt, &[7; 33]);
             let r = &mut p.r[1];

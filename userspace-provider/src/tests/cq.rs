@@ -29,30 +29,11 @@ fn depth_is_a_power_of_two_of_at_least_two() {
     assert_eq!(cq_log_depth(c_int::MAX), Err(libc::EINVAL));
 }
 
-use crate::wq::testing::{self, cap, chain_recv, chain_send, send_wr, sge, RecordingDb};
+use crate::wq::testing::{self, cap, chain_recv, chain_send, nic_write, send_wr, sge, RecordingDb};
 use ordma_hw::{CQE_FLAG_SOLICITED, WC_RDMA_WRITE, WC_RECV, WC_REM_ACCESS_ERR, WC_SEND};
 
 const RTS: u32 = sys::ibv_qp_state_IBV_QPS_RTS;
 const SIGNALED: u32 = sys::ibv_send_flags_IBV_SEND_SIGNALED;
-
-/// Writes `cqe` at producer index `pi` of `cq`'s ring as the NIC does: the body, then
-/// the owner byte with the phase of that pass.
-fn nic_write(cq: &Cq, pi: u32, cqe: &Cqe) {
-    // The ring's place and size (the NIC knows them; the lock is only how the test
-    // reads them), then the write without the lock, as the NIC's.
-    let (base, log) = {
-        let st = cq.state.lock();
-        (st.ring.mem.as_ptr(), st.ring.log_depth)
-    };
-    let off = ((pi & ((1 << log) - 1)) as usize) << CQE_LOG_SIZE_MIN;
-    let body = cqe.encode();
-    // SAFETY: a slot of the test's ring.
-    unsafe {
-        ptr::copy_nonoverlapping(body.as_ptr(), base.add(off), body.len());
-        base.add(off + CQE_OWNER_OFFSET)
-            .write_volatile(cqe_phase(pi, log));
-    }
-}
 
 /// The consumer index in `cq`'s doorbell record.
 fn record(cq: &Cq) -> u32 {

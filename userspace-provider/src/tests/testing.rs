@@ -167,3 +167,23 @@ pub(crate) fn post_recv(
     // SAFETY: as above.
     unsafe { post_recv_chain(qp, db, wr) }
 }
+
+/// Writes `cqe` at producer index `pi` of `cq`'s ring as the NIC does: the body, then
+/// the owner byte with the phase of that pass.
+pub(crate) fn nic_write(cq: &crate::cq::Cq, pi: u32, cqe: &ordma_hw::Cqe) {
+    use ordma_hw::{cqe_phase, CQE_LOG_SIZE_MIN, CQE_OWNER_OFFSET};
+    // The ring's place and size (the NIC knows them; the lock is only how the test
+    // reads them), then the write without the lock, as the NIC's.
+    let (base, log) = {
+        let st = cq.state.lock();
+        (st.ring.mem.as_ptr(), st.ring.log_depth)
+    };
+    let off = ((pi & ((1 << log) - 1)) as usize) << CQE_LOG_SIZE_MIN;
+    let body = cqe.encode();
+    // SAFETY: a slot of the test's ring.
+    unsafe {
+        ptr::copy_nonoverlapping(body.as_ptr(), base.add(off), body.len());
+        base.add(off + CQE_OWNER_OFFSET)
+            .write_volatile(cqe_phase(pi, log));
+    }
+}

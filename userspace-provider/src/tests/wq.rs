@@ -396,7 +396,7 @@ fn bad_send_wrs_are_einval_with_bad_wr_at_them() {
             &mut s2,
         ),
         send_wr(1, sys::ibv_wr_opcode_IBV_WR_LOCAL_INV, 0, &mut s2),
-        send_wr(1, sys::ibv_wr_opcode_IBV_WR_SEND_WITH_INV, 0, &mut s2),
+        send_wr(1, sys::ibv_wr_opcode_IBV_WR_TSO, 0, &mut s2),
         send_wr(
             1,
             sys::ibv_wr_opcode_IBV_WR_SEND,

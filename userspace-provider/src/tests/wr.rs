@@ -294,11 +294,18 @@ fn each_qp_type_offers_the_operations_it_posts() {
     let read = u64::from(ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_READ);
     let write = u64::from(ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_WRITE);
     let send = u64::from(ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND);
-    let bind = u64::from(ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_BIND_MW);
+    let local = u64::from(ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_BIND_MW)
+        | u64::from(ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_LOCAL_INV);
+    let send_inv = u64::from(ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_INV);
     assert_eq!((rc & read, uc & read, ud & read), (read, 0, 0));
     assert_eq!((rc & write, uc & write, ud & write), (write, write, 0));
     assert_eq!((rc & send, uc & send, ud & send), (send, send, send));
-    assert_eq!(rc & bind, 0, "no memory windows yet");
+    // Windows: binds and local invalidates on RC and UC, SEND with invalidate on RC alone.
+    assert_eq!((rc & local, uc & local, ud & local), (local, local, 0));
+    assert_eq!(
+        (rc & send_inv, uc & send_inv, ud & send_inv),
+        (send_inv, 0, 0)
+    );
     assert_eq!(send_ops(ibv_qp_type_IBV_QPT_XRC_SEND), None);
     let mut e = sys::ibv_qp_ex::default();
     set_functions(&mut e, send);

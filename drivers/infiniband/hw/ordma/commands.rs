@@ -127,6 +127,28 @@ impl Nic<'_> {
         self.admin(hw::CMD_DESTROY_MR, hw::KeyParams { key }.encode())
             .map(|_| ())
     }
+
+    /// `CMD_ALLOC_MW` (1.9): the new window's rkey; `EINVAL` when the NIC refuses the
+    /// parameters (a PD or a type it does not have).
+    pub(crate) fn alloc_mw(&self, p: &hw::AllocMwParams) -> Result<u32> {
+        let rkey = self.command_refusable(hw::CMD_ALLOC_MW, p.encode(), Some(EINVAL))?;
+        // A window's rkey has `MW_KEY_BIT` set; anything else is a broken NIC.
+        u32::try_from(rkey)
+            .ok()
+            .filter(|k| k & hw::MW_KEY_BIT != 0)
+            .ok_or_else(|| {
+                self.verbs_log_limit.log(self.pdev, || {
+                    dev_err!(self.pdev, "ALLOC_MW returned rkey {rkey:#x}\n")
+                });
+                EIO
+            })
+    }
+
+    /// `CMD_DEALLOC_MW` (1.9): the window `rkey` (as `CMD_ALLOC_MW` returned it) names.
+    pub(crate) fn dealloc_mw(&self, rkey: u32) -> Result {
+        self.admin(hw::CMD_DEALLOC_MW, hw::KeyParams { key: rkey }.encode())
+            .map(|_| ())
+    }
 }
 
 impl Nic<'_> {

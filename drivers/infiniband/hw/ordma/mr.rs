@@ -22,14 +22,22 @@ pub(crate) struct Mr<'bound> {
     memory: Option<NicMemory>,
 }
 
+/// What the NIC registers MRs with.
+pub(crate) struct MrLimits {
+    /// The page sizes its page lists take.
+    pub(crate) page_size_cap: u64,
+    /// Whether MRs may allow binding memory windows (`MW_BIND`, interface 1.9).
+    pub(crate) mw_bind: bool,
+}
+
 /// The NIC's access flags for `access`, checked as ib_core's `ib_check_mr_access` and
-/// real drivers (efa) do.
+/// real drivers (efa) do; `IB_ACCESS_MW_BIND` only with `mw_bind` (a NIC with windows).
 ///
 /// # Errors
 ///
 /// `EINVAL` for remote write or remote atomic without local write; `EOPNOTSUPP` for a flag
 /// the NIC does not have (optional flags, such as relaxed ordering, are ignored).
-fn hw_access(access: ib::Access) -> Result<u32> {
+fn hw_access(access: ib::Access, mw_bind: bool) -> Result<u32> {
     use ib::Access as A;
     if access.intersects(A::REMOTE_WRITE | A::REMOTE_ATOMIC) && !access.contains(A::LOCAL_WRITE) {
         return Err(EINVAL);
@@ -51,6 +59,12 @@ fn hw_access(access: ib::Access) -> Result<u32> {
             rest = rest.without(flag);
         }
     }
+    // Windows may be bound to it: a NIC of interface 1.9 (before, the flag is one the NIC
+    // does not have).
+    if mw_bind && access.contains(A::MW_BIND) {
+        bits |= hw::ACCESS_MW_BIND;
+        rest = rest.without(A::MW_BIND);
+    }
     if rest.bits() != 0 {
         return Err(EOPNOTSUPP);
     }
@@ -67,15 +81,15 @@ fn describe(
     nic: &Nic<'_>,
     pd: &Pd<'_>,
     mem: &ib::UserMemory<'_>,
-    page_size_cap: u64,
+    limits: &MrLimits,
 ) -> Result<(hw::CreateMrParams, NicMemory)> {
-    let access = hw_access(mem.access())?;
+    let access = hw_access(mem.access(), limits.mw_bind)?;
     if mem.length() == 0 {
         return Err(EINVAL);
     }
     let mut umem = mem.pin()?;
     let pgsz = umem
-        .best_page_size(page_size_cap, mem.virt())
+        .best_page_size(limits.page_size_cap, mem.virt())
         .ok_or(EINVAL)?;
     // CAST: the shift of a `u64` power of two fits `u8`.
     let page_shift = pgsz.shift() as u8;
@@ -121,13 +135,13 @@ impl<'bound> Mr<'bound> {
         nic: &Arc<Nic<'bound>>,
         pd: &Pd<'bound>,
         mem: &ib::UserMemory<'_>,
-        page_size_cap: u64,
+        limits: &MrLimits,
         udata: Option<&ib::Udata<'_>>,
     ) -> Result<Self> {
         if let Some(u) = udata {
             u.expect_empty()?;
         }
-        let (params, memory) = describe(nic, pd, mem, page_size_cap)?;
+        let (params, memory) = describe(nic, pd, mem, limits)?;
         let (key, memory) = nic.create_reaching(memory, None, || nic.create_mr(&params))?;
         dev_dbg!(nic.pdev, "MR {key:#x} created\n");
         Ok(Self {
@@ -151,14 +165,14 @@ impl<'bound> Mr<'bound> {
         &mut self,
         pd: &Pd<'bound>,
         mem: &ib::UserMemory<'_>,
-        page_size_cap: u64,
+        limits: &MrLimits,
         udata: Option<&ib::Udata<'_>>,
     ) -> Result {
         if let Some(u) = udata {
             u.expect_empty()?;
         }
         let nic = self.nic.clone();
-        let (mr, memory) = describe(&nic, pd, mem, page_size_cap)?;
+        let (mr, memory) = describe(&nic, pd, mem, limits)?;
         let params = hw::ModifyMrParams { key: self.key, mr };
         // On an error the old registration is the NIC's still (a refused command changes
         // nothing) or may be: it stays pinned; `create_reaching` retires the new memory when

@@ -14,6 +14,7 @@ mod event;
 mod hw;
 mod ib;
 mod mr;
+mod mw;
 mod nic;
 mod pages;
 mod pd;

@@ -2,7 +2,7 @@
 
 //! ordma as an ib_core driver: device and port queries answered from what the NIC
 //! reported, and the objects, each in its own file (`ucontext.rs`, `pd.rs`, `mr.rs`,
-//! `cq.rs`, `qp.rs`, `srq.rs`, `ah.rs`).
+//! `mw.rs`, `cq.rs`, `qp.rs`, `srq.rs`, `ah.rs`).
 
 use kernel::{prelude::*, sync::Arc};
 
@@ -11,7 +11,8 @@ use crate::{
     cq::Cq,
     hw,
     ib::{self, PortDesc, PortProtocol},
-    mr::Mr,
+    mr::{Mr, MrLimits},
+    mw::Mw,
     nic::Nic,
     pd::Pd,
     qp::{Qp, QpLimits},
@@ -113,6 +114,7 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
     type Qp = Qp<'bound>;
     type Srq = Srq<'bound>;
     type Ah = Ah;
+    type Mw = Mw<'bound>;
 
     fn ports(&self) -> &[PortDesc] {
         &self.ports
@@ -161,6 +163,10 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
             srq_resize: self.srq_limits().resize,
             atomic_write: self.flushes(),
             flush_global: self.flushes(),
+            // Windows of types 1 and 2B (1.9); none before.
+            max_mw: if self.windows() { a.max_mw } else { 0 },
+            mem_window: self.windows(),
+            mem_window_type_2b: self.windows(),
         })
     }
 
@@ -254,7 +260,7 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
         pd: &'a Pd<'bound>,
         mem: &'a ib::UserMemory<'a>,
     ) -> impl PinInit<Mr<'bound>, Error> + 'a {
-        Mr::new(&self.nic, pd, mem, self.attrs.page_size_cap, caller.udata())
+        Mr::new(&self.nic, pd, mem, &self.mr_limits(), caller.udata())
     }
 
     fn rereg_user_mr<'a>(
@@ -264,7 +270,7 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
         pd: &'a Pd<'bound>,
         mem: &'a ib::UserMemory<'a>,
     ) -> Result {
-        mr.rereg(pd, mem, self.attrs.page_size_cap, caller.udata())
+        mr.rereg(pd, mem, &self.mr_limits(), caller.udata())
     }
 
     fn create_cq<'a>(
@@ -376,6 +382,19 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
     ) -> impl PinInit<Ah, Error> + 'a {
         Ah::new(init, &self.port.shape(), caller.udata())
     }
+
+    fn alloc_mw<'a>(
+        &'a self,
+        caller: ib::Caller<'a, Self>,
+        pd: &'a Pd<'bound>,
+        mw_type: ib::MwType,
+    ) -> impl PinInit<Mw<'bound>, Error> + 'a {
+        if self.windows() {
+            Mw::new(&self.nic, pd, mw_type, caller.udata())
+        } else {
+            Err(EOPNOTSUPP)
+        }
+    }
 }
 
 impl OrdmaIb<'_> {
@@ -403,6 +422,20 @@ impl OrdmaIb<'_> {
     /// global visibility only).
     fn flushes(&self) -> bool {
         self.minor >= 8
+    }
+
+    /// Whether the NIC has memory windows, of types 1 and 2B (interface 1.9: `ALLOC_MW`,
+    /// `DEALLOC_MW`, MRs' `MW_BIND`, the bind and invalidate work requests).
+    fn windows(&self) -> bool {
+        self.minor >= 9
+    }
+
+    /// What an MR is registered with.
+    fn mr_limits(&self) -> MrLimits {
+        MrLimits {
+            page_size_cap: self.attrs.page_size_cap,
+            mw_bind: self.windows(),
+        }
     }
 
     /// What an SRQ is checked against.

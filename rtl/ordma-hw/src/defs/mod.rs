@@ -50,7 +50,7 @@ pub const REG_AQ_SQ_DB: usize = 0x040;
 pub const REG_EQ_DB: usize = 0x044;
 
 /// The interface version this file describes, as `VERSION` reports it.
-pub const VERSION: u32 = (1 << 16) | 8;
+pub const VERSION: u32 = (1 << 16) | 9;
 
 /// The major part of a `VERSION` value; drivers refuse a major they do not know.
 pub const fn version_major(version: u32) -> u16 {
@@ -605,7 +605,7 @@ pub const ATOMIC_CAP_NONE: u32 = 0;
 pub const ATOMIC_CAP_HCA: u32 = 1;
 
 /// The `CMD_QUERY_DEVICE` response (96 bytes, little-endian, offsets in the field docs;
-/// @80..96 reserved, zero).
+/// @84..96 reserved, zero).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DeviceAttrs {
     /// @0: firmware (model) version, `major << 32 | minor << 16 | patch`.
@@ -642,6 +642,8 @@ pub struct DeviceAttrs {
     pub max_srq_sge: u32,
     /// @76: `ATOMIC_CAP_*` (1.2).
     pub atomic_cap: u32,
+    /// @80 (1.9): maximum number of memory windows (0 before: none).
+    pub max_mw: u32,
 }
 
 impl DeviceAttrs {
@@ -670,6 +672,7 @@ impl DeviceAttrs {
             put_le32(&mut b, 24 + 4 * i, *w);
         }
         put_le32(&mut b, 76, self.atomic_cap);
+        put_le32(&mut b, 80, self.max_mw);
         b
     }
 
@@ -694,6 +697,7 @@ impl DeviceAttrs {
             max_srq_wr: w(11),
             max_srq_sge: w(12),
             atomic_cap: get_le32(b, 76).unwrap_or(0),
+            max_mw: get_le32(b, 80).unwrap_or(0),
         }
     }
 }
@@ -778,12 +782,17 @@ pub const ACCESS_ALL: u32 = ACCESS_LOCAL_WRITE
     | ACCESS_REMOTE_WRITE
     | ACCESS_REMOTE_READ
     | ACCESS_REMOTE_ATOMIC
-    | ACCESS_FLUSH_GLOBAL;
+    | ACCESS_FLUSH_GLOBAL
+    | ACCESS_MW_BIND;
+/// Every access flag a QP may have (`ACCESS_MW_BIND` is an MR's alone); other bits are
+/// `AQ_BAD_PARAM`.
+pub const QP_ACCESS_ALL: u32 = ACCESS_ALL & !ACCESS_MW_BIND;
 
 mod counters;
 mod cq;
 mod doorbell;
 mod memory;
+mod mw;
 mod qp;
 mod srq;
 mod wqe;
@@ -792,6 +801,7 @@ pub use counters::*;
 pub use cq::*;
 pub use doorbell::*;
 pub use memory::*;
+pub use mw::*;
 pub use qp::*;
 pub use srq::*;
 pub use wqe::*;

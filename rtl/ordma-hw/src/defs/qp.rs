@@ -743,7 +743,10 @@ pub fn qp_values_ok(mask: u32, a: &QpAttr, port: &PortShape) -> bool {
         (QP_ATTR_STATE, a.qp_state <= QPS_ERR),
         (QP_ATTR_CUR_STATE, a.cur_qp_state <= QPS_ERR),
         (QP_ATTR_EN_SQD_ASYNC_NOTIFY, a.en_sqd_async_notify <= 1),
-        (QP_ATTR_ACCESS_FLAGS, a.qp_access_flags & !ACCESS_ALL == 0),
+        (
+            QP_ATTR_ACCESS_FLAGS,
+            a.qp_access_flags & !QP_ACCESS_ALL == 0,
+        ),
         (QP_ATTR_PKEY_INDEX, a.pkey_index == 0),
         (QP_ATTR_PORT, a.port_num == 1),
         (QP_ATTR_AV, ah_ok),

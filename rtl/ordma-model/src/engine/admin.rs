@@ -157,6 +157,8 @@ impl Nic {
             hw::CMD_CREATE_MR => self.create_mr(cmd, mem),
             hw::CMD_MODIFY_MR => self.modify_mr(cmd, mem),
             hw::CMD_DESTROY_MR => self.destroy_mr(cmd),
+            hw::CMD_ALLOC_MW => self.alloc_mw(cmd),
+            hw::CMD_DEALLOC_MW => self.dealloc_mw(cmd),
             hw::CMD_CREATE_CQ => self.create_cq(cmd, mem),
             hw::CMD_DESTROY_CQ | hw::CMD_DESTROY_QP
                 if self.config.fault == Some(Fault::DestroyFails) =>
@@ -281,12 +283,13 @@ impl Nic {
         }
     }
 
-    /// `CMD_DEALLOC_PD`: frees a PD; `AQ_BAD_PARAM` while an MR, QP or SRQ uses it.
+    /// `CMD_DEALLOC_PD`: frees a PD; `AQ_BAD_PARAM` while an MR, window, QP or SRQ uses it.
     fn dealloc_pd(&mut self, cmd: &hw::AdminCmd) -> Outcome {
         let Some(p) = hw::PdParams::decode(&cmd.params) else {
             return (hw::AQ_BAD_PARAM, 0);
         };
         let used = self.mrs.iter().any(|(_, mr)| mr.pdn == p.pdn)
+            || self.mws.iter().any(|(_, mw)| mw.pdn == p.pdn)
             || self.qps.iter().any(|(_, qp)| qp.pdn == p.pdn)
             || self.srqs.iter().any(|(_, srq)| srq.pdn == p.pdn);
         if used {

@@ -23,6 +23,9 @@
 //! - A WQE behind others that cannot be started (refused) or sent (its local data cannot
 //!   be read) is held, nothing starts behind it, and it completes in error when it reaches
 //!   the head (completions stay in SQ order).
+//! - A local operation (`BIND_MW`, `LOCAL_INV`: [`super::mw`]) sends nothing: it waits
+//!   until no WQE is in flight before it, is executed, and is held the same way, to
+//!   complete (in success or error) at the head; nothing starts behind it before.
 //! - UC ([`super::uc`]): no AckReq, no timer; a WQE completes once its last packet is
 //!   out; a window of packets per call, the timer sends the rest.
 //!
@@ -162,9 +165,9 @@ fn flush_or_atomic_write(req: &Request, bth: Bth) -> (Packet, Vec<u8>) {
 pub(super) struct Flights {
     /// The WQEs on the wire, from the SQ's head, in SQ and PSN order.
     q: VecDeque<Flight>,
-    /// The WQE behind them that could not be started or sent: its index, completion
-    /// status and opcode; it completes in error at the head.
-    refused: Option<(u16, u8, u8)>,
+    /// The WQE behind them that the wire does not carry: refused, or a local operation
+    /// executed; it completes at the head.
+    held: Option<Held>,
     /// UC: one call's packets are out and more wait; the timer sends them.
     resume: Option<Instant>,
 }
@@ -185,6 +188,30 @@ impl Flights {
             .filter_map(|f| f.deadline)
             .chain(self.resume)
             .min()
+    }
+}
+
+/// A WQE done without the wire, waiting to complete at the head of the send queue.
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    index: u16,
+    /// Its completion status: an error for a WQE refused.
+    status: u8,
+    /// Its completion opcode.
+    op: u8,
+    /// A CQE even on success.
+    signaled: bool,
+}
+
+impl Held {
+    /// WQE `index`, refused with `status`.
+    fn refused(index: u16, status: u8, op: u8) -> Self {
+        Self {
+            index,
+            status,
+            op,
+            signaled: true,
+        }
     }
 }
 
@@ -236,8 +263,8 @@ impl Nic {
             }
             let mut fs = self.take_flights(qpn);
             if fs.q.is_empty() {
-                if let Some((index, status, op)) = fs.refused.take() {
-                    self.complete_send(qpn, index, status, op, 0, true, mem, irq);
+                if let Some(h) = fs.held.take() {
+                    self.complete_send(qpn, h.index, h.status, h.op, 0, h.signaled, mem, irq);
                     continue;
                 }
             }
@@ -249,7 +276,7 @@ impl Nic {
                 }
                 continue;
             }
-            let again = fs.q.is_empty() && fs.refused.is_some();
+            let again = fs.q.is_empty() && fs.held.is_some();
             self.put_flights(qpn, fs);
             if !again {
                 return;
@@ -285,7 +312,7 @@ impl Nic {
         let waiting = self.qp(qpn).is_some_and(|q| {
             // CAST: at most MAX_FLIGHTS.
             let started = q.sq.ci.wrapping_add((done.len() + fs.q.len()) as u16);
-            !fs.q.is_empty() || fs.refused.is_some() || started != q.sq.pi
+            !fs.q.is_empty() || fs.held.is_some() || started != q.sq.pi
         });
         fs.resume = (waiting && (budget == 0 || !progress)).then(Instant::now);
         self.put_flights(qpn, fs);
@@ -311,7 +338,7 @@ impl Nic {
             if i == fs.q.len() {
                 // CAST: at most MAX_FLIGHTS.
                 let index = qp.sq.ci.wrapping_add(i as u16);
-                if fs.refused.is_some()
+                if fs.held.is_some()
                     || qp.state != hw::QPS_RTS
                     || i >= MAX_FLIGHTS
                     || index == qp.sq.pi
@@ -320,11 +347,11 @@ impl Nic {
                     return sent;
                 }
                 let reads = fs.q.iter().filter(|f| f.rd_atomic()).count();
-                match self.start(qpn, &qp, index, reads, mem) {
+                match self.start(qpn, &qp, index, i, reads, mem) {
                     Ok(Some(f)) => fs.q.push_back(f),
                     Ok(None) => return sent,
-                    Err(refused) => {
-                        fs.refused = Some(refused);
+                    Err(held) => {
+                        fs.held = Some(held);
                         return sent;
                     }
                 }
@@ -339,7 +366,7 @@ impl Nic {
             };
             let next = fl.next;
             if let Err(status) = self.transmit(qpn, &qp, fl, end.saturating_sub(before), mem) {
-                fs.refused = Some((fl.index, status, fl.op));
+                fs.held = Some(Held::refused(fl.index, status, fl.op));
                 fs.q.truncate(i);
                 return sent;
             }
@@ -350,17 +377,19 @@ impl Nic {
     }
 
     /// Takes WQE `index` of QP `qpn` on the wire: checked, its PSNs taken from `sq_psn`.
-    /// `None` while it must wait, `reads` READs and atomics being in flight before it: a
-    /// READ or atomic beyond the QP's initiator depth ([`rd_depth`]), a WQE with `FENCE`
-    /// behind any READ or atomic.
+    /// `None` while it must wait, `ahead` WQEs being in flight before it, `reads` of them
+    /// READs and atomics: a READ or atomic beyond the QP's initiator depth ([`rd_depth`]),
+    /// a WQE with `FENCE` behind any READ or atomic, a local operation behind any WQE. The
+    /// error is the WQE held: refused, or a local operation executed.
     fn start(
         &mut self,
         qpn: u32,
         qp: &Qp,
         index: u16,
+        ahead: usize,
         reads: usize,
         mem: &dyn Dma,
-    ) -> Result<Option<Flight>, (u16, u8, u8)> {
+    ) -> Result<Option<Flight>, Held> {
         if reads > 0 {
             // A look at the WQE before it is checked and translated, which waiting would
             // repeat at every answer.
@@ -376,7 +405,18 @@ impl Nic {
         }
         let (req, op) = self
             .fetch_wqe(qpn, qp, index, mem)
-            .map_err(|(status, _, op)| (index, status, op))?;
+            .map_err(|(status, _, op)| Held::refused(index, status, op))?;
+        if hw::is_local(req.wqe.opcode) {
+            if ahead > 0 {
+                return Ok(None);
+            }
+            return Err(Held {
+                index,
+                status: self.execute_local(qpn, qp, &req),
+                op,
+                signaled: req.wqe.flags & hw::WQE_FLAG_SIGNALED != 0,
+            });
+        }
         let read = req.wqe.opcode == hw::WR_RDMA_READ;
         let npkts = if read {
             read_packets(req.len, qp.attr.path_mtu)
@@ -545,6 +585,8 @@ impl Nic {
                     bth: bth(opcode, i, last || (i + 1) % ACK_EVERY == 0, last),
                     reth: ext.reth.then_some(reth),
                     imm: ext.imm.then_some(fl.req.wqe.imm.to_le_bytes()),
+                    // SEND with invalidate: the rkey, as the WQE holds it.
+                    ieth: ext.ieth.then_some(fl.req.wqe.imm),
                     ..Default::default()
                 };
                 let n = mtu.min(fl.req.len.saturating_sub(off));
@@ -576,11 +618,11 @@ impl Nic {
         Ok(())
     }
 
-    /// Whether QP `qpn` has WQEs in flight (or one refused behind them, not completed).
+    /// Whether QP `qpn` has WQEs in flight (or one held behind them, not completed).
     pub(super) fn sq_in_flight(&self, qpn: u32) -> bool {
         self.wire_qps
             .get(&qpn)
-            .is_some_and(|r| !r.flights.q.is_empty() || r.flights.refused.is_some())
+            .is_some_and(|r| !r.flights.q.is_empty() || r.flights.held.is_some())
     }
 
     /// QP `qpn` has no WQE in flight: in `SQD` with the notification asked for, posts

@@ -46,6 +46,7 @@ pub mod events;
 pub mod flights;
 pub mod flush;
 pub mod mr;
+pub mod mw;
 pub mod own;
 pub mod packet;
 pub mod pages;
@@ -173,6 +174,7 @@ impl NicConfig {
                 max_srq_wr: (1 << hw::MAX_QUEUE_LOG_DEPTH) - 1,
                 max_srq_sge: 16,
                 atomic_cap: hw::ATOMIC_CAP_HCA,
+                max_mw: 65536,
             },
             lid: 1,
             mac: None,
@@ -202,6 +204,8 @@ pub struct Nic {
     pub commands_completed: u64,
     pds: Table<Pd>,
     mrs: Table<Mr>,
+    /// Memory windows (1.9).
+    mws: Table<mw::Mw>,
     /// The last MR registration's number ([`mr::MrRef`]); never goes back, not even on reset.
     mr_gen: u64,
     cqs: Table<Cq>,
@@ -274,6 +278,10 @@ pub struct NicStatus {
     pub srqs: u32,
     /// SRQs created, and destroyed by a command, since the model started.
     pub srqs_counts: (u64, u64),
+    /// Memory windows allocated now (1.9).
+    pub mws: u32,
+    /// Memory windows allocated, and freed, since the model started.
+    pub mws_counts: (u64, u64),
     /// PDs, MRs, CQs and QPs created since the model started.
     pub created: [u64; 4],
     /// PDs, MRs, CQs and QPs destroyed by a command since the model started (a reset frees
@@ -313,7 +321,8 @@ impl fmt::Display for NicStatus {
             "link={} enabled={} fatal={} error={} bme={} pds={} mrs={} cqs={} qps={} \
              pds_created={} mrs_created={} cqs_created={} qps_created={} \
              pds_destroyed={} mrs_destroyed={} cqs_destroyed={} qps_destroyed={} \
-             srqs={} srqs_created={} srqs_destroyed={} atomics={} atomics_replayed={} \
+             srqs={} srqs_created={} srqs_destroyed={} mws={} mws_created={} mws_destroyed={} \
+             atomics={} atomics_replayed={} \
              timer_resends={} seq_naks_sent={} seq_naks_received={} \
              uc_dropped={} ud_sent={} ud_received={} ud_dropped={} ud_qkey_dropped={} \
              gids={} doorbells={} commands={} events={} events_unread={} admin_pending={} {}",
@@ -337,6 +346,9 @@ impl fmt::Display for NicStatus {
             self.srqs,
             self.srqs_counts.0,
             self.srqs_counts.1,
+            self.mws,
+            self.mws_counts.0,
+            self.mws_counts.1,
             self.atomics[0],
             self.atomics[1],
             self.recoveries[0],
@@ -428,6 +440,8 @@ impl Nic {
             pds: Table::new(config.attrs.max_pd),
             // Keys carry 24 bits of index; doorbells carry 16 bits of CQN and QPN.
             mrs: Table::new(config.attrs.max_mr.min(Handle::MAX_INDEX + 1)),
+            // A window's rkey has bit 31 set: 23 bits of index.
+            mws: Table::new(config.attrs.max_mw.min(Handle::MAX_INDEX >> 1)),
             mr_gen: 0,
             cqs: Table::new(config.attrs.max_cq.min(hw::MAX_QUEUE_NUM + 1)),
             qps: Table::new(
@@ -539,6 +553,8 @@ impl Nic {
             qps: self.qps.in_use(),
             srqs: self.srqs.in_use(),
             srqs_counts: self.srqs.counts(),
+            mws: self.mws.in_use(),
+            mws_counts: self.mws.counts(),
             created: [
                 self.pds.counts().0,
                 self.mrs.counts().0,
@@ -590,6 +606,7 @@ impl Nic {
         fresh.ud = self.ud;
         fresh.pds.keep_counts(&self.pds);
         fresh.mrs.keep_counts(&self.mrs);
+        fresh.mws.keep_counts(&self.mws);
         fresh.cqs.keep_counts(&self.cqs);
         fresh.qps.keep_counts(&self.qps);
         fresh.srqs.keep_counts(&self.srqs);

@@ -1,5 +1,5 @@
 //! The transports' packets: IB base transport header (BTH) and the extended headers RC,
-//! UC and UD use (RETH, AtomicETH, AETH, AtomicAckETH, DETH, ImmDt, IBTA 1.5's FETH), as the IBTA
+//! UC and UD use (RETH, AtomicETH, AETH, AtomicAckETH, DETH, ImmDt, IETH, IBTA 1.5's FETH), as the IBTA
 //! specification lays them out on the wire
 //! (big-endian; Linux's soft-RoCE has them in `drivers/infiniband/sw/rxe/rxe_hdr.h`).
 //!
@@ -49,6 +49,10 @@ pub const ATOMIC_ACKNOWLEDGE: u8 = 0x12;
 pub const COMPARE_SWAP: u8 = 0x13;
 /// BTH opcode: RC FETCH ADD.
 pub const FETCH_ADD: u8 = 0x14;
+/// BTH opcode: RC SEND last with invalidate: an IETH (the rkey the responder invalidates).
+pub const SEND_LAST_INV: u8 = 0x16;
+/// BTH opcode: RC SEND only with invalidate: an IETH.
+pub const SEND_ONLY_INV: u8 = 0x17;
 /// BTH opcode: RC FLUSH (IBTA 1.5): FETH and RETH; answered by an empty read response.
 pub const FLUSH: u8 = 0x1c;
 /// BTH opcode: RC ATOMIC WRITE (IBTA 1.5): RETH and 8 bytes of payload; answered by an
@@ -84,7 +88,13 @@ pub const fn operation(opcode: u8) -> u8 {
 pub const fn starts_message(op: u8) -> bool {
     matches!(
         op,
-        SEND_FIRST | SEND_ONLY | SEND_ONLY_IMM | WRITE_FIRST | WRITE_ONLY | WRITE_ONLY_IMM
+        SEND_FIRST
+            | SEND_ONLY
+            | SEND_ONLY_IMM
+            | SEND_ONLY_INV
+            | WRITE_FIRST
+            | WRITE_ONLY
+            | WRITE_ONLY_IMM
     )
 }
 
@@ -104,6 +114,8 @@ pub const ATOMIC_ACK_LEN: usize = 8;
 pub const DETH_LEN: usize = 8;
 /// Bytes of a FETH.
 pub const FETH_LEN: usize = 4;
+/// Bytes of an IETH.
+pub const IETH_LEN: usize = 4;
 
 /// PSNs are 24 bits.
 pub const PSN_MASK: u32 = 0x00ff_ffff;
@@ -125,6 +137,8 @@ pub struct Ext {
     pub deth: bool,
     /// FETH (FLUSH).
     pub feth: bool,
+    /// IETH (SEND with invalidate).
+    pub ieth: bool,
 }
 
 impl Ext {
@@ -137,6 +151,7 @@ impl Ext {
             atomic_ack: false,
             deth: false,
             feth: false,
+            ieth: false,
         }
     }
 }
@@ -179,6 +194,10 @@ pub const fn headers(opcode: u8) -> Option<Ext> {
             ..Ext::of(true, false, false)
         },
         ATOMIC_WRITE => Ext::of(true, false, false),
+        SEND_LAST_INV | SEND_ONLY_INV => Ext {
+            ieth: true,
+            ..Ext::of(false, false, false)
+        },
         _ => return None,
     })
 }
@@ -341,6 +360,8 @@ pub struct Packet {
     pub deth: Option<Deth>,
     /// FETH, for FLUSH.
     pub feth: Option<Feth>,
+    /// IETH, for SEND with invalidate: the rkey the responder invalidates.
+    pub ieth: Option<u32>,
 }
 
 fn be(b: &[u8], off: usize, n: usize) -> Option<u64> {
@@ -359,10 +380,11 @@ impl Packet {
             + self.atomic_ack.map_or(0, |_| ATOMIC_ACK_LEN)
             + self.deth.map_or(0, |_| DETH_LEN)
             + self.feth.map_or(0, |_| FETH_LEN)
+            + self.ieth.map_or(0, |_| IETH_LEN)
     }
 
     /// Appends the headers in wire order (BTH, DETH, FETH, RETH, AtomicETH, AETH,
-    /// AtomicAckETH, ImmDt) to `out`.
+    /// AtomicAckETH, ImmDt, IETH) to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let b = &self.bth;
         out.push(b.opcode);
@@ -406,6 +428,9 @@ impl Packet {
         }
         if let Some(i) = self.imm {
             out.extend_from_slice(&i);
+        }
+        if let Some(k) = self.ieth {
+            out.extend_from_slice(&k.to_be_bytes());
         }
     }
 
@@ -483,6 +508,10 @@ impl Packet {
             p.imm = Some(i);
             off += IMM_LEN;
         }
+        if ext.ieth {
+            p.ieth = Some(be(b, off, 4)? as u32);
+            off += IETH_LEN;
+        }
         Some((p, off))
     }
 }
@@ -498,7 +527,15 @@ mod tests {
 
     #[test]
     fn every_opcode_round_trips() {
-        for opcode in (0..=0x14u8).chain([FLUSH, ATOMIC_WRITE, UD_SEND_ONLY, UD_SEND_ONLY_IMM]) {
+        let others = [
+            SEND_LAST_INV,
+            SEND_ONLY_INV,
+            FLUSH,
+            ATOMIC_WRITE,
+            UD_SEND_ONLY,
+            UD_SEND_ONLY_IMM,
+        ];
+        for opcode in (0..=0x14u8).chain(others) {
             let ext = headers(opcode).unwrap();
             let p = Packet {
                 bth: Bth {
@@ -537,6 +574,7 @@ mod tests {
                     placement: 0x9,
                     level: 2,
                 }),
+                ieth: ext.ieth.then_some(0x8000_1234),
             };
             let mut b = Vec::new();
             p.encode(&mut b);

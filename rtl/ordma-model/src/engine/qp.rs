@@ -249,6 +249,7 @@ impl Nic {
             Some(qp) => {
                 debug!(qpn = p.num, state = qp.state, "QP destroyed");
                 self.remote_forget(p.num);
+                self.unbind_windows_of(p.num);
                 (hw::AQ_OK, 0)
             }
             None => (hw::AQ_BAD_PARAM, 0),

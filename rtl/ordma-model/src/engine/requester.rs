@@ -46,6 +46,8 @@ pub(super) fn wc_opcode(op: u8) -> u8 {
         hw::WR_ATOMIC_FETCH_AND_ADD => hw::WC_FETCH_ADD,
         hw::WR_FLUSH => hw::WC_FLUSH,
         hw::WR_ATOMIC_WRITE => hw::WC_ATOMIC_WRITE,
+        hw::WR_BIND_MW => hw::WC_BIND_MW,
+        hw::WR_LOCAL_INV => hw::WC_LOCAL_INV,
         _ => hw::WC_SEND,
     }
 }
@@ -62,6 +64,8 @@ pub(super) struct Request {
     pub(super) flush: Option<hw::FlushSeg>,
     /// A UD WQE's address.
     pub(super) ud: Option<hw::UdSeg>,
+    /// A `BIND_MW`'s window and where it goes.
+    pub(super) bind: Option<hw::BindSeg>,
 }
 
 /// The BTH opcode of packet `i` of `n` of a SEND or WRITE message.
@@ -70,10 +74,12 @@ pub(super) fn opcode_of(op: u8, i: u64, n: u64) -> u8 {
     match (op, first, last) {
         (hw::WR_SEND, true, true) => packet::SEND_ONLY,
         (hw::WR_SEND_IMM, true, true) => packet::SEND_ONLY_IMM,
-        (hw::WR_SEND | hw::WR_SEND_IMM, true, false) => packet::SEND_FIRST,
-        (hw::WR_SEND | hw::WR_SEND_IMM, false, false) => packet::SEND_MIDDLE,
+        (hw::WR_SEND_WITH_INV, true, true) => packet::SEND_ONLY_INV,
+        (hw::WR_SEND | hw::WR_SEND_IMM | hw::WR_SEND_WITH_INV, true, false) => packet::SEND_FIRST,
+        (hw::WR_SEND | hw::WR_SEND_IMM | hw::WR_SEND_WITH_INV, false, false) => packet::SEND_MIDDLE,
         (hw::WR_SEND, false, true) => packet::SEND_LAST,
         (hw::WR_SEND_IMM, false, true) => packet::SEND_LAST_IMM,
+        (hw::WR_SEND_WITH_INV, false, true) => packet::SEND_LAST_INV,
         (hw::WR_RDMA_WRITE, true, true) => packet::WRITE_ONLY,
         (hw::WR_RDMA_WRITE_IMM, true, true) => packet::WRITE_ONLY_IMM,
         (_, true, false) => packet::WRITE_FIRST,
@@ -142,9 +148,13 @@ impl Nic {
         let send = matches!(wqe.opcode, hw::WR_SEND | hw::WR_SEND_IMM);
         // FLUSH and ATOMIC WRITE (1.8): RC only, no SGEs, no inline data.
         let flush_aw = hw::is_flush_or_atomic_write(wqe.opcode);
-        if (wqe.opcode > hw::WR_ATOMIC_FETCH_AND_ADD && !flush_aw)
-            || (uc && (read || atomic || flush_aw))
-            || (flush_aw && (wqe.num_sge != 0 || inline))
+        // BIND_MW and LOCAL_INV (1.9): RC and UC, no SGEs, no inline data; SEND with
+        // invalidate: RC (UC has no such packet), as a SEND.
+        let local = hw::is_local(wqe.opcode);
+        let send_inv = wqe.opcode == hw::WR_SEND_WITH_INV;
+        if (wqe.opcode > hw::WR_SEND_WITH_INV && !flush_aw)
+            || (uc && (read || atomic || flush_aw || send_inv))
+            || ((flush_aw || local) && (wqe.num_sge != 0 || inline))
             || (ud && (!send || wqe.remote_addr != 0 || wqe.rkey != 0))
             || wqe.flags & !hw::WQE_FLAGS != 0
             || wqe.num_sge > qp.max_send_sge
@@ -174,6 +184,23 @@ impl Nic {
                 atomic: None,
                 flush: None,
                 ud,
+                bind: None,
+            });
+        }
+        if local {
+            let bind = if wqe.opcode == hw::WR_BIND_MW {
+                Some(hw::BindSeg::decode_from(raw).ok_or(op_err)?)
+            } else {
+                None
+            };
+            return Ok(Request {
+                wqe,
+                data: Data::empty(),
+                len: 0,
+                atomic: None,
+                flush: None,
+                ud: None,
+                bind,
             });
         }
         if flush_aw {
@@ -193,6 +220,7 @@ impl Nic {
                 atomic,
                 flush,
                 ud: None,
+                bind: None,
             });
         }
         // An atomic's segment; its SGEs behind it, which the slot must hold.
@@ -251,6 +279,7 @@ impl Nic {
             atomic: seg,
             flush: None,
             ud,
+            bind: None,
         })
     }
 

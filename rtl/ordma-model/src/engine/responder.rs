@@ -72,20 +72,22 @@ impl Nic {
         let op = pkt.bth.opcode;
         let mut advance = 1u64;
         let answer = match op {
-            packet::SEND_FIRST | packet::SEND_ONLY | packet::SEND_ONLY_IMM => {
-                match self.claim_recv(qpn, true, &gated, mem, irq) {
-                    Ok(r) => {
-                        inb.recv = Some(r);
-                        inb.got = 0;
-                        inb.pos = Pos::default();
-                        self.recv_data(qpn, pkt, payload, inb, &gated, mem, irq)
-                    }
-                    Err(a) => a,
+            packet::SEND_FIRST
+            | packet::SEND_ONLY
+            | packet::SEND_ONLY_IMM
+            | packet::SEND_ONLY_INV => match self.claim_recv(qpn, true, &gated, mem, irq) {
+                Ok(r) => {
+                    inb.recv = Some(r);
+                    inb.got = 0;
+                    inb.pos = Pos::default();
+                    self.recv_data(qpn, pkt, payload, inb, &gated, mem, irq)
                 }
-            }
-            packet::SEND_MIDDLE | packet::SEND_LAST | packet::SEND_LAST_IMM => {
-                self.recv_data(qpn, pkt, payload, inb, &gated, mem, irq)
-            }
+                Err(a) => a,
+            },
+            packet::SEND_MIDDLE
+            | packet::SEND_LAST
+            | packet::SEND_LAST_IMM
+            | packet::SEND_LAST_INV => self.recv_data(qpn, pkt, payload, inb, &gated, mem, irq),
             packet::WRITE_FIRST
             | packet::WRITE_ONLY
             | packet::WRITE_ONLY_IMM
@@ -239,6 +241,9 @@ impl Nic {
         }
         if len == 0 {
             return Some(Data::empty());
+        }
+        if super::mw::handle(rkey).is_some() {
+            return self.window_translate(mem, qpn, qp.pdn, rkey, va, len, access);
         }
         self.translate_kept(mem, rkey, qp.pdn, va, len, access).ok()
     }
@@ -395,8 +400,38 @@ impl Nic {
         inb.pos = pos;
         let last = matches!(
             pkt.bth.opcode,
-            packet::SEND_ONLY | packet::SEND_ONLY_IMM | packet::SEND_LAST | packet::SEND_LAST_IMM
+            packet::SEND_ONLY
+                | packet::SEND_ONLY_IMM
+                | packet::SEND_ONLY_INV
+                | packet::SEND_LAST
+                | packet::SEND_LAST_IMM
+                | packet::SEND_LAST_INV
         );
+        // SEND with invalidate: the window goes before the receive completes, a
+        // window that cannot be invalidated (not a bound type 2 of this QP's PD) ends
+        // the message in error (soft-RoCE's `RESPST_ERR_INVALIDATE_RKEY`).
+        if let Some(rkey) = pkt.ieth.filter(|_| last) {
+            let pdn = self.qp(qpn).map_or(u32::MAX, |q| q.pdn);
+            if self.invalidate(pdn, rkey).is_err() {
+                debug!(
+                    qpn,
+                    rkey = format_args!("{rkey:#x}"),
+                    "SEND with invalidate refused"
+                );
+                self.complete_recv(
+                    qpn,
+                    index,
+                    hw::WC_REM_INV_REQ_ERR,
+                    hw::WC_RECV,
+                    0,
+                    None,
+                    0,
+                    mem,
+                    irq,
+                );
+                return Answer::Nak(NakCode::InvalidRequest);
+            }
+        }
         if last {
             // CAST: at most 2^31.
             let len = got as u32;
@@ -493,7 +528,8 @@ impl Nic {
     }
 
     /// Completes receive WQE `index` of QP `qpn` successfully with the last packet of its
-    /// message: its immediate data and solicited bit go into the CQE.
+    /// message: its immediate data (or the rkey a SEND with invalidate invalidated) and
+    /// solicited bit go into the CQE.
     #[allow(clippy::too_many_arguments, reason = "a CQE's fields")]
     fn complete_recv_ok(
         &mut self,
@@ -510,6 +546,20 @@ impl Nic {
         } else {
             0
         };
+        if let Some(rkey) = pkt.ieth {
+            // The rkey invalidated, as a number (`ibv_wc.invalidated_rkey`).
+            let src_qp = self.qp(qpn).map_or(0, |q| q.attr.dest_qp_num);
+            let cqe = hw::Cqe {
+                status: hw::WC_SUCCESS,
+                opcode,
+                byte_len,
+                imm: rkey,
+                flags: flags | hw::CQE_FLAG_INV,
+                src_qp,
+                ..Default::default()
+            };
+            return self.post_recv_cqe(qpn, index, cqe, mem, irq);
+        }
         let imm = pkt.imm.map(u32::from_le_bytes);
         self.complete_recv(
             qpn,

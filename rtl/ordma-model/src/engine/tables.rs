@@ -157,6 +157,11 @@ impl<T> Table<T> {
             .filter_map(|(s, i)| s.obj.as_ref().map(|o| (i, o)))
     }
 
+    /// Every object, for changing.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.slots.iter_mut().filter_map(|s| s.obj.as_mut())
+    }
+
     /// Whether all `max` slots are in use (the next insert fails).
     pub fn is_full(&self) -> bool {
         self.used >= self.max

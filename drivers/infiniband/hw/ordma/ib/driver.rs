@@ -9,6 +9,7 @@ use super::{
     ah::AhInit,
     cq::{CqInit, CqSize},
     mr::MrKeys,
+    mw::MwType,
     qp::{QpAttr, QpAttrMask, QpCaps, QpInit},
     srq::{SrqAttr, SrqAttrMask, SrqInit},
     stats::HwStat,
@@ -161,6 +162,14 @@ pub(crate) struct DeviceAttr {
     /// Whether the device executes FLUSH to global visibility (and MRs and QPs may allow
     /// it): `IB_DEVICE_FLUSH_GLOBAL`.
     pub(crate) flush_global: bool,
+    /// Memory windows: `max_mw`, 0 for none.
+    pub(crate) max_mw: u32,
+    /// Whether the device has memory windows, of type 1 at least (and MRs may allow
+    /// binding them): `IB_DEVICE_MEM_WINDOW`.
+    pub(crate) mem_window: bool,
+    /// Whether its type 2 windows are of type 2B (bound to a QP):
+    /// `IB_DEVICE_MEM_WINDOW_TYPE_2B`.
+    pub(crate) mem_window_type_2b: bool,
 }
 
 /// Who asks for a new object: a user process through uverbs, or a kernel client.
@@ -207,6 +216,13 @@ pub(crate) trait MrObject {
     fn keys(&self) -> MrKeys;
 }
 
+/// What a memory window answers once allocated.
+pub(crate) trait MwObject {
+    /// Its rkey as allocated (`ib_mw.rkey`, which ib_core answers the caller): the key
+    /// the window's first bind starts from.
+    fn rkey(&self) -> u32;
+}
+
 /// What a CQ answers once created.
 pub(crate) trait CqObject {
     /// The driver's number for the CQ: events name it ([`EventSink::cq_completion`]);
@@ -239,7 +255,7 @@ pub(crate) trait SrqObject {
 
 /// An ib_core device driver.
 ///
-/// ib_core allocates every object (user context, PD, CQ, QP, SRQ, and to come AH) at the
+/// ib_core allocates every object (user context, PD, CQ, QP, SRQ, AH, MW) at the
 /// size the binding declares for it (MRs, which ib_core does not allocate, the binding
 /// allocates), and calls the driver to set it up. The driver answers with an initialiser
 /// ([`PinInit`]) of its associated type, which the binding runs in place, inside that
@@ -283,6 +299,8 @@ pub(crate) trait Driver: Sync + Sized {
     type Srq: SrqObject + Send + Sync;
     /// The driver's part of an address handle.
     type Ah: Send + Sync;
+    /// The driver's part of a memory window.
+    type Mw: MwObject + Send + Sync;
 
     /// The ports, in order: port `n` (1-based, as ib_core numbers them) is `ports()[n - 1]`.
     /// From 1 to 255 of them, the same for the device's whole life (read when it
@@ -421,6 +439,14 @@ pub(crate) trait Driver: Sync + Sized {
         pd: &'a Self::Pd,
         init: &'a AhInit,
     ) -> impl PinInit<Self::Ah, Error> + 'a;
+    /// A new memory window of type `mw_type` on `pd`, for `caller` (a process: ib_core
+    /// allocates windows for uverbs only). Its rkey is [`MwObject::rkey`].
+    fn alloc_mw<'a>(
+        &'a self,
+        caller: Caller<'a, Self>,
+        pd: &'a Self::Pd,
+        mw_type: MwType,
+    ) -> impl PinInit<Self::Mw, Error> + 'a;
 }
 
 impl DeviceAttr {
@@ -448,6 +474,7 @@ impl DeviceAttr {
         attr.max_srq = self.max_srq;
         attr.max_srq_wr = self.max_srq_wr;
         attr.max_srq_sge = self.max_srq_sge;
+        attr.max_mw = self.max_mw;
         attr.atomic_cap = match self.atomic_cap {
             AtomicCap::None => super::bindings::ib_atomic_cap_IB_ATOMIC_NONE,
             AtomicCap::Hca => super::bindings::ib_atomic_cap_IB_ATOMIC_HCA,
@@ -462,6 +489,11 @@ impl DeviceAttr {
             (
                 self.flush_global,
                 b::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL,
+            ),
+            (self.mem_window, b::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW),
+            (
+                self.mem_window_type_2b,
+                b::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B,
             ),
         ] {
             if on {

@@ -44,6 +44,7 @@ const size_t rust_ib_helper_layout[] = {
 	OFF(ib_device_attr, max_srq),
 	OFF(ib_device_attr, max_srq_wr),
 	OFF(ib_device_attr, max_srq_sge),
+	OFF(ib_device_attr, max_mw),
 	SZ(ib_port_attr),
 	OFF(ib_port_attr, state),
 	OFF(ib_port_attr, max_mtu),
@@ -108,6 +109,7 @@ const size_t rust_ib_helper_layout[] = {
 	SZ(ib_gid_attr), OFF(ib_gid_attr, device), OFF(ib_gid_attr, gid),
 	OFF(ib_gid_attr, gid_type), OFF(ib_gid_attr, index), OFF(ib_gid_attr, port_num),
 	SZ(notifier_block), OFF(notifier_block, notifier_call),
+	SZ(ib_mw), OFF(ib_mw, device), OFF(ib_mw, pd), OFF(ib_mw, rkey), OFF(ib_mw, type),
 };
 const size_t rust_ib_helper_layout_len = ARRAY_SIZE(rust_ib_helper_layout);
 

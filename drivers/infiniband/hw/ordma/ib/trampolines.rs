@@ -2,7 +2,8 @@
 
 //! Every `extern "C"` callback ib_core makes into a driver, and the ops table that names
 //! them: here the device's, the ports', the user contexts', mmap's and the PDs'; the CQs'
-//! and QPs' in `queues`, the SRQs' in `srq`, the MRs' in `mr`, the AHs' in `ah`.
+//! and QPs' in `queues`, the SRQs' in `srq`, the MRs' in `mr`, the MWs' in `mw`, the AHs' in
+//! `ah`.
 //!
 //! Each trampoline turns its raw pointers into safe types once, calls the [`Driver`], and
 //! maps `Err(e)` to `e.to_errno()`; nothing else. Verbs no driver implements yet answer
@@ -10,6 +11,7 @@
 
 mod ah;
 mod mr;
+mod mw;
 mod queues;
 mod srq;
 mod stats;
@@ -27,6 +29,7 @@ use super::{
     cq::IbCq,
     device::data,
     driver::{format_fw_version, port_desc, Caller, Driver, UserCaller},
+    mw::IbMw,
     pd::IbPd,
     qp::IbQp,
     srq::IbSrq,
@@ -464,6 +467,7 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         } else {
             None
         },
+        alloc_mw: Some(mw::alloc_mw::<T>),
         alloc_pd: Some(alloc_pd::<T>),
         alloc_ucontext: Some(alloc_ucontext::<T>),
         create_ah: Some(ah::create_ah::<T>),
@@ -471,6 +475,7 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         create_qp: Some(queues::create_qp::<T>),
         create_srq: Some(srq::create_srq::<T>),
         create_user_ah: Some(ah::create_ah::<T>),
+        dealloc_mw: Some(mw::dealloc_mw::<T>),
         dealloc_pd: Some(dealloc_pd::<T>),
         dealloc_ucontext: Some(dealloc_ucontext::<T>),
         del_gid: if T::HAS_DEL_GID {
@@ -523,6 +528,7 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         resize_user_cq: Some(queues::resize_user_cq::<T>),
         size_ib_ah: const { object_size::<IbAh<T>>() },
         size_ib_cq: const { object_size::<IbCq<T>>() },
+        size_ib_mw: const { object_size::<IbMw<T>>() },
         size_ib_pd: const { object_size::<IbPd<T>>() },
         size_ib_qp: const { object_size::<IbQp<T>>() },
         size_ib_srq: const { object_size::<IbSrq<T>>() },

@@ -23,6 +23,8 @@ impl Access {
     pub(crate) const REMOTE_READ: Self = Self(b::ib_access_flags_IB_ACCESS_REMOTE_READ);
     /// Remote peers may run atomics on it.
     pub(crate) const REMOTE_ATOMIC: Self = Self(b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC);
+    /// Memory windows may be bound to it (`IB_ACCESS_MW_BIND`).
+    pub(crate) const MW_BIND: Self = Self(b::ib_access_flags_IB_ACCESS_MW_BIND);
     /// Remote peers may FLUSH it, to the global or the persistence domain
     /// (`IB_ACCESS_FLUSH_GLOBAL | IB_ACCESS_FLUSH_PERSISTENT`).
     pub(crate) const FLUSH: Self = Self(
