@@ -16,6 +16,11 @@ Usage:
                       (printing each errno), close the device, print "closed", exit 0
   verbs_ctx.py exhaust DEV
       Allocates PDs until one fails; prints "allocated N errno E".
+  verbs_ctx.py take DEV MAXCTX MAXPDS
+      Takes what it can of DEV, as a greedy user would: opens contexts until one fails or
+      MAXCTX are open, then allocates PDs on them in turn until one fails or MAXPDS are
+      held; prints "contexts N errno E pds M errno F" (errno 0: stopped at the maximum) and
+      holds them until stdin closes, then frees them, prints "freed" and exits 0.
 """
 import ctypes
 import json
@@ -93,9 +98,46 @@ def exhaust(name):
     ibv.ibv_close_device(ctx)
 
 
+def take(name, maxctx, maxpds):
+    n = ctypes.c_int()
+    devs = ibv.ibv_get_device_list(ctypes.byref(n))
+    if not devs:
+        die(f"ibv_get_device_list: errno {ctypes.get_errno()}")
+    dev = next((devs[i] for i in range(n.value)
+                if ibv.ibv_get_device_name(devs[i]).decode() == name), None)
+    if dev is None:
+        die(f"no device {name}")
+    ctxs, ctx_errno = [], 0
+    while len(ctxs) < maxctx:
+        ctx = ibv.ibv_open_device(dev)
+        if not ctx:
+            ctx_errno = ctypes.get_errno()
+            break
+        ctxs.append(ctx)
+    pds, pd_errno = [], 0
+    while ctxs and len(pds) < maxpds:
+        pd = ibv.ibv_alloc_pd(ctxs[len(pds) % len(ctxs)])
+        if not pd:
+            pd_errno = ctypes.get_errno()
+            break
+        pds.append(pd)
+    print(f"contexts {len(ctxs)} errno {ctx_errno} pds {len(pds)} errno {pd_errno}", flush=True)
+    sys.stdin.read()
+    for pd in pds:
+        if ibv.ibv_dealloc_pd(pd):
+            die("ibv_dealloc_pd failed")
+    for ctx in ctxs:
+        if ibv.ibv_close_device(ctx):
+            die("ibv_close_device failed")
+    ibv.ibv_free_device_list(devs)
+    print("freed", flush=True)
+
+
 if sys.argv[1] == "hold":
     hold(sys.argv[2], int(sys.argv[3]), int(sys.argv[4], 0) if len(sys.argv) > 4 else None)
 elif sys.argv[1] == "exhaust":
     exhaust(sys.argv[2])
+elif sys.argv[1] == "take":
+    take(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
 else:
     die(f"usage: {__doc__}")

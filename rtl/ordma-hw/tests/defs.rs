@@ -5,7 +5,7 @@ use ordma_hw::*;
 #[test]
 fn version_fields_split_major_and_minor() {
     assert_eq!(version_major(VERSION), 1);
-    assert_eq!(version_minor(VERSION), 9, "1.9: memory windows");
+    assert_eq!(version_minor(VERSION), 10, "1.10: per-QP counters");
     assert_eq!(version_major(0x0003_0007), 3);
     assert_eq!(version_minor(0x0003_0007), 7);
     assert_eq!(version_major(u32::MAX), 0xffff);
@@ -141,6 +141,22 @@ fn port_attrs_and_params_round_trip() {
     assert_eq!(QueryPortParams::decode(&e), Some(p));
     e[5] = 1;
     assert_eq!(QueryPortParams::decode(&e), None);
+    let q = QueryQpCountersParams {
+        qpn: 0x0012_3456,
+        resp_addr: 0x1122_3344_5566_7788,
+        resp_len: COUNTERS_SIZE as u32,
+    };
+    let mut e = q.encode();
+    assert_eq!(&e[..4], &[0x56, 0x34, 0x12, 0], "qpn @0");
+    assert_eq!(
+        &e[8..16],
+        &[0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11],
+        "resp_addr @8"
+    );
+    assert_eq!(QueryQpCountersParams::decode(&e), Some(q));
+    e[20] = 1;
+    assert_eq!(QueryQpCountersParams::decode(&e), None);
+    assert_eq!(CMD_QUERY_QP_COUNTERS, 0x18);
 }
 
 /// Every non-reserved byte of `bytes` set: decode must keep it, every reserved byte set

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Port counters (interface 1.5): `CMD_QUERY_COUNTERS`.
+//! Port counters (interface 1.5): `CMD_QUERY_COUNTERS`; per-QP counters (1.10):
+//! `CMD_QUERY_QP_COUNTERS`.
 //!
 //! The NIC counts, per port, what happens to its packets and to the work they carry, from
 //! the moment it starts (a reset does not clear them; the counters of a real NIC's port
@@ -17,6 +18,16 @@ use super::*;
 /// `AQ_BAD_PARAM` for a port that does not exist or a `resp_len` of 0. Result: the
 /// number of bytes written.
 pub const CMD_QUERY_COUNTERS: u8 = 0x13;
+
+/// Admin command (1.10): read QP `qpn`'s counters into a buffer of [`COUNTERS_SIZE`] bytes
+/// ([`QueryQpCountersParams`]; the NIC writes `min(resp_len, COUNTERS_SIZE)` bytes): the
+/// same counters as the port's, in the same order, of what happened to this QP since it
+/// was created. Every event the port counts for a QP it also counts for that QP, so the
+/// QPs' counts never exceed the port's; `bad_frames` is the port's alone (a bad frame
+/// has no trusted QP), and so is `rcvd_pkts` of a packet for a QP that does not exist.
+/// `AQ_BAD_PARAM` for a QP that does not exist or a `resp_len` of 0. Result: the number
+/// of bytes written.
+pub const CMD_QUERY_QP_COUNTERS: u8 = 0x18;
 
 /// Packets the port sent (requests and answers; to itself too).
 pub const CNT_SENT_PKTS: usize = 0;
@@ -83,7 +94,43 @@ pub const COUNTERS: [&CStr; NUM_COUNTERS] = [
     c"bad_frames",
 ];
 
-/// A port's counters, as `CMD_QUERY_COUNTERS` writes them.
+/// `CMD_QUERY_QP_COUNTERS` parameters.
+///
+/// Layout in `params` (that of [`QueryPortParams`], a QP number for the port): `qpn` u32
+/// @0, reserved u32 @4, `resp_addr` u64 @8, `resp_len` u32 @16, the rest zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueryQpCountersParams {
+    /// The QP.
+    pub qpn: u32,
+    /// Bus address of the response buffer.
+    pub resp_addr: u64,
+    /// Length of the response buffer.
+    pub resp_len: u32,
+}
+
+impl QueryQpCountersParams {
+    /// Encodes into an admin command's parameters.
+    pub fn encode(&self) -> [u8; AQ_SQE_SIZE - 8] {
+        QueryPortParams {
+            port: self.qpn,
+            resp_addr: self.resp_addr,
+            resp_len: self.resp_len,
+        }
+        .encode()
+    }
+
+    /// Decodes; `None` if a reserved byte is not zero.
+    pub fn decode(p: &[u8; AQ_SQE_SIZE - 8]) -> Option<Self> {
+        QueryPortParams::decode(p).map(|q| Self {
+            qpn: q.port,
+            resp_addr: q.resp_addr,
+            resp_len: q.resp_len,
+        })
+    }
+}
+
+/// A port's (or a QP's) counters, as `CMD_QUERY_COUNTERS` (`CMD_QUERY_QP_COUNTERS`) writes
+/// them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PortCounters(pub [u64; NUM_COUNTERS]);
 

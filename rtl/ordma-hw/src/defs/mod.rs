@@ -50,7 +50,7 @@ pub const REG_AQ_SQ_DB: usize = 0x040;
 pub const REG_EQ_DB: usize = 0x044;
 
 /// The interface version this file describes, as `VERSION` reports it.
-pub const VERSION: u32 = (1 << 16) | 9;
+pub const VERSION: u32 = (1 << 16) | 10;
 
 /// The major part of a `VERSION` value; drivers refuse a major they do not know.
 pub const fn version_major(version: u32) -> u16 {

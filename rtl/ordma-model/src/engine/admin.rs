@@ -183,6 +183,7 @@ impl Nic {
             hw::CMD_DESTROY_SRQ => self.destroy_srq(cmd),
             hw::CMD_SET_GID => self.set_gid(cmd),
             hw::CMD_QUERY_COUNTERS => self.query_counters(cmd, mem),
+            hw::CMD_QUERY_QP_COUNTERS => self.query_qp_counters(cmd, mem),
             _ => (hw::AQ_BAD_OPCODE, 0),
         };
         let (op, cmd_id, status) = (cmd.opcode, cmd.cmd_id, outcome.0);
@@ -257,6 +258,17 @@ impl Nic {
     fn query_counters(&mut self, cmd: &hw::AdminCmd, mem: &dyn Dma) -> Outcome {
         let bytes = self.port_counters().encode();
         self.port_response(cmd, mem, &bytes)
+    }
+
+    /// `CMD_QUERY_QP_COUNTERS`: a QP's counters.
+    fn query_qp_counters(&mut self, cmd: &hw::AdminCmd, mem: &dyn Dma) -> Outcome {
+        match hw::QueryQpCountersParams::decode(&cmd.params) {
+            Some(p) if p.resp_len != 0 => match self.qp_counters(p.qpn) {
+                Some(c) => Self::respond(mem, p.resp_addr, p.resp_len, &c.encode()),
+                None => (hw::AQ_BAD_PARAM, 0),
+            },
+            _ => (hw::AQ_BAD_PARAM, 0),
+        }
     }
 
     /// `bytes`, the answer about the port a [`hw::QueryPortParams`] names, to its buffer.

@@ -130,6 +130,7 @@ impl Nic {
             .keep(done, depth);
         self.message_done(qpn);
         self.atomics[0] += 1;
+        self.count(qpn, hw::CNT_ATOMICS, 1);
         Answer::Atomic(old)
     }
 

@@ -82,7 +82,7 @@ impl Nic {
         qp.dp.rnr_left = None;
         qp.dp.rnr_wait = None;
         let cqn = qp.send_cqn;
-        self.count_completion(status, opcode);
+        self.count_completion(qpn, status, opcode);
         if signaled || status != hw::WC_SUCCESS {
             let cqe = hw::Cqe {
                 wqe_index: index,
@@ -100,9 +100,9 @@ impl Nic {
         }
     }
 
-    /// Counts a completion in the port's counters: a SEND sent or received, or an error
+    /// Counts a completion of QP `qpn` (and its port): a SEND sent or received, or an error
     /// by its cause (flushes are not counted).
-    pub(super) fn count_completion(&mut self, status: u8, opcode: u8) {
+    pub(super) fn count_completion(&mut self, qpn: u32, status: u8, opcode: u8) {
         let counter = match status {
             hw::WC_SUCCESS if opcode == hw::WC_SEND => hw::CNT_RDMA_SENDS,
             hw::WC_SUCCESS if opcode == hw::WC_RECV => hw::CNT_RDMA_RECVS,
@@ -114,7 +114,7 @@ impl Nic {
             hw::WC_RNR_RETRY_EXC_ERR => hw::CNT_RETRY_RNR_EXCEEDED_ERR,
             _ => return,
         };
-        self.count(counter, 1);
+        self.count(qpn, counter, 1);
     }
 
     /// Moves QP `qpn` to `ERR` and flushes its queues.

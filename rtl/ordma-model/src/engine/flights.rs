@@ -684,7 +684,7 @@ impl Nic {
             }
             head.retries -= 1;
             fs.rewind();
-            self.count(hw::CNT_LOCAL_ACK_TIMEOUT_ERR, 1);
+            self.count(qpn, hw::CNT_LOCAL_ACK_TIMEOUT_ERR, 1);
             debug!(qpn, "transport timer: sending again");
             self.put_flights(qpn, fs);
             self.pump(qpn, mem, irq);

@@ -63,7 +63,7 @@ pub mod uc;
 pub mod ud;
 pub mod wire;
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 
 use ordma_hw as hw;
@@ -218,9 +218,12 @@ pub struct Nic {
     /// Atomics the responder executed, and duplicates it answered again from its replay
     /// cache, since the model started.
     atomics: [u64; 2],
-    /// The port's counters since the model started (`CMD_QUERY_COUNTERS`; the atomics and
-    /// bad frames among them are `atomics[0]` and the anomaly's count).
+    /// The port's counters since the model started (`CMD_QUERY_COUNTERS`; the bad frames
+    /// among them are the anomaly's count).
     port_counters: hw::PortCounters,
+    /// Each live QP's counters since it was created (`CMD_QUERY_QP_COUNTERS`), by QP
+    /// number: an entry per QP of the table, made by `CREATE_QP`, gone with `DESTROY_QP`.
+    qp_counts: HashMap<u32, hw::PortCounters>,
     /// Packets UC responders dropped (out of sequence, or of a message dropped), since the
     /// model started.
     uc_dropped: u64,
@@ -456,6 +459,7 @@ impl Nic {
             events_posted: 0,
             atomics: [0; 2],
             port_counters: hw::PortCounters::default(),
+            qp_counts: HashMap::new(),
             uc_dropped: 0,
             ud: ud::UdCounts::default(),
             ud_held: ud::HeldQueue::default(),
@@ -529,14 +533,22 @@ impl Nic {
     /// The port's counters (`CMD_QUERY_COUNTERS`).
     pub fn port_counters(&self) -> hw::PortCounters {
         let mut c = self.port_counters;
-        c.0[hw::CNT_ATOMICS] = self.atomics[0];
         c.0[hw::CNT_BAD_FRAMES] = self.counters.get(Anomaly::BadFrame);
         c
     }
 
-    /// Adds `n` to the port's counter `index` (a `hw::CNT_*`).
-    pub(super) fn count(&mut self, index: usize, n: u64) {
+    /// QP `qpn`'s counters (`CMD_QUERY_QP_COUNTERS`), if it exists.
+    pub fn qp_counters(&self, qpn: u32) -> Option<hw::PortCounters> {
+        self.qp_counts.get(&qpn).copied()
+    }
+
+    /// Adds `n` to counter `index` (a `hw::CNT_*`) of the port and of QP `qpn`, the QP the
+    /// event happened to (if it exists: a packet for no QP counts on the port alone).
+    pub(super) fn count(&mut self, qpn: u32, index: usize, n: u64) {
         self.port_counters.add(index, n);
+        if let Some(c) = self.qp_counts.get_mut(&qpn) {
+            c.add(index, n);
+        }
     }
 
     /// The state the control channel's `status` reports.

@@ -57,7 +57,7 @@ impl Nic {
             debug!(sqpn, "no route (source GID entry): packet to itself lost");
             return;
         };
-        self.count(hw::CNT_SENT_PKTS, count);
+        self.count(sqpn, hw::CNT_SENT_PKTS, count);
         let len = usize::try_from(body.len()).unwrap_or(usize::MAX);
         let src = self.own_source(&route, &pkt, len);
         self.own.push_back(Own {

@@ -212,6 +212,7 @@ impl Nic {
             Some(qpn) if qpn <= hw::MAX_QUEUE_NUM => {
                 debug!(qpn, db_page = page, ?srqn, "QP created");
                 self.remote_forget(qpn);
+                self.qp_counts.insert(qpn, hw::PortCounters::default());
                 (hw::AQ_OK, u64::from(qpn))
             }
             _ => {
@@ -250,6 +251,7 @@ impl Nic {
                 debug!(qpn = p.num, state = qp.state, "QP destroyed");
                 self.remote_forget(p.num);
                 self.unbind_windows_of(p.num);
+                self.qp_counts.remove(&p.num);
                 (hw::AQ_OK, 0)
             }
             None => (hw::AQ_BAD_PARAM, 0),

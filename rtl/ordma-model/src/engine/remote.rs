@@ -117,7 +117,7 @@ impl Nic {
         if let Some(w) = self.wire.as_ref() {
             let f = wire::encode(&route, sqpn, pkt, payload);
             w.send(route.dmac, &f);
-            self.count(hw::CNT_SENT_PKTS, 1);
+            self.count(sqpn, hw::CNT_SENT_PKTS, 1);
         }
     }
 
@@ -222,8 +222,8 @@ impl Nic {
         mem: &dyn Dma,
         irq: &dyn Interrupts,
     ) {
-        self.count(hw::CNT_RCVD_PKTS, count);
         let qpn = pkt.bth.dest_qp;
+        self.count(qpn, hw::CNT_RCVD_PKTS, count);
         let Some(qp) = self.qp(qpn).copied() else {
             return;
         };
@@ -258,7 +258,7 @@ impl Nic {
         if d != 0 {
             if d >= 1 << 23 {
                 // A duplicate: done already; never executed twice.
-                self.count(hw::CNT_DUPLICATE_REQUEST, count);
+                self.count(qpn, hw::CNT_DUPLICATE_REQUEST, count);
                 if matches!(pkt.bth.opcode, packet::COMPARE_SWAP | packet::FETCH_ADD) {
                     self.atomic_replay(qpn, to, pkt);
                 } else if matches!(pkt.bth.opcode, packet::FLUSH | packet::ATOMIC_WRITE) {
@@ -279,10 +279,10 @@ impl Nic {
                 }
                 return;
             }
-            self.count(hw::CNT_OUT_OF_SEQ_REQUEST, count);
+            self.count(qpn, hw::CNT_OUT_OF_SEQ_REQUEST, count);
             if !self.wire_qps.get(&qpn).is_some_and(|r| r.nak_sent) {
                 self.wire_qps.entry(qpn).or_default().nak_sent = true;
-                self.count(hw::CNT_SEND_SEQ_ERR, 1);
+                self.count(qpn, hw::CNT_SEND_SEQ_ERR, 1);
                 let nak = ack(qp.attr.rq_psn, Syndrome::Nak(NakCode::PsnSeq), qp.dp.msn);
                 self.emit(&to, qpn, &nak, &[]);
             }
@@ -326,7 +326,7 @@ impl Nic {
                 }
             }
             Answer::Rnr(t) => {
-                self.count(hw::CNT_SEND_RNR_ERR, 1);
+                self.count(qpn, hw::CNT_SEND_RNR_ERR, 1);
                 self.emit(&to, qpn, &ack(psn, Syndrome::Rnr(t), msn), &[]);
             }
             Answer::Nak(c) => self.emit(&to, qpn, &ack(psn, Syndrome::Nak(c), msn), &[]),

@@ -629,7 +629,7 @@ impl Nic {
         cqe.qpn = qpn;
         cqe.flags |= hw::CQE_FLAG_RECV;
         let status = cqe.status;
-        self.count_completion(status, cqe.opcode);
+        self.count_completion(qpn, status, cqe.opcode);
         let solicited = status != hw::WC_SUCCESS || cqe.flags & hw::CQE_FLAG_SOLICITED != 0;
         self.post_completion(cqn, &cqe, solicited, mem, irq);
         if status != hw::WC_SUCCESS {

@@ -29,8 +29,8 @@ impl Nic {
         mem: &dyn Dma,
         irq: &dyn Interrupts,
     ) {
-        self.count(hw::CNT_RCVD_PKTS, count);
         let qpn = pkt.bth.dest_qp;
+        self.count(qpn, hw::CNT_RCVD_PKTS, count);
         let Some(qp) = self.qp(qpn).copied() else {
             return;
         };
@@ -110,7 +110,7 @@ impl Nic {
                 }
             }
             (packet::ACKNOWLEDGE, Some(Syndrome::Rnr(code))) if current => {
-                self.count(hw::CNT_RCVD_RNR_ERR, 1);
+                self.count(qpn, hw::CNT_RCVD_RNR_ERR, 1);
                 let left = qp.dp.rnr_left.unwrap_or(qp.attr.rnr_retry);
                 if left == 0 {
                     Outcome::Done(hw::WC_RNR_RETRY_EXC_ERR, 0)
@@ -133,7 +133,7 @@ impl Nic {
                 }
             }
             (packet::ACKNOWLEDGE, Some(Syndrome::Nak(NakCode::PsnSeq))) if current => {
-                self.count(hw::CNT_RCVD_SEQ_ERR, 1);
+                self.count(qpn, hw::CNT_RCVD_SEQ_ERR, 1);
                 fl.acked = diff;
                 fl.rewind();
                 fs.rewind();
