@@ -16,7 +16,9 @@
 # - ordma0's port losing everything: ibv_rc_pingpong's client ends in RETRY_EXC_ERR,
 #   retry_exceeded_err + 1 on ordma0;
 # - `rdma resource show pd|mr|cq|qp` lists a process's objects on ordma0 with its pid and
-#   name, and none once it is gone.
+#   name, and none once it is gone;
+# - per-QP counters (`rdma statistic qp`, auto mode): a QP's own SENDs and packets, exactly,
+#   the links' totals still the NIC's, the counter gone with its QPs.
 # A boot of its own: the counters never go back (a NIC's port counts from power on), and
 # the tests that share a boot check that their NICs refused no frame (bad_frames=0).
 # nics: 2
@@ -152,6 +154,55 @@ for r in pd mr cq qp; do
 	[ "$(owned $r $srv)" = 0 ] || fail "rdma resource show $r: ibv_rc_pingpong's objects outlive it"
 done
 echo "ok: rdma resource show pd, mr, cq, qp: ibv_rc_pingpong's objects on ordma0, with its pid and name; none after it"
+
+# Per-QP counters (NIC interface 1.10): in ib_core's auto mode (a counter per QP type, made
+# as a QP moves to INIT), ordma-verbs-data's QP A on ordma0 sends 50 SENDs of 4 KiB to QP B on
+# ordma1 and holds both. A's counter: exactly 50 rdma_sends, no rdma_recvs; B's: 50
+# rdma_recvs; every packet A sent is one B took in; and the links' totals (port values
+# plus counters) are still the NIC's own. Then the QPs go, and with them the counters.
+# qp_stats DEV QPN: "name=value ..." of the counter of DEV that QPN is bound to.
+qp_stats() {
+	rdma -j statistic qp show link "$1/1" | python3 -c '
+import json, sys
+qpn = int(sys.argv[1])
+for e in json.load(sys.stdin):
+    if qpn in [int(q) for q in e.get("lqpn", [])]:
+        print(" ".join(f"{k}={v}" for k, v in e.items() if isinstance(v, int)
+                       and k not in ("port", "cntn", "pid")))
+        break' "$2"
+}
+for i in 0 1; do
+	rdma statistic qp set link ordma$i/1 auto type on || fail "rdma statistic qp set link ordma$i/1 auto type on"
+done
+rm -f /tmp/qpc.in && mkfifo /tmp/qpc.in
+$VD --dev ordma0 --dev2 ordma1 sends-hold=50 </tmp/qpc.in >/tmp/qpc.out 2>&1 &
+holder=$!
+exec 3>/tmp/qpc.in
+for _ in $(seq 300); do grep -q '^holding' /tmp/qpc.out && break; sleep 0.1; done
+grep -q '^holding' /tmp/qpc.out || { cat /tmp/qpc.out; fail "sends-hold did not get to hold its QPs"; }
+qa=$(awk '/^holding/ { print $3 }' /tmp/qpc.out) qb=$(awk '/^holding/ { print $4 }' /tmp/qpc.out)
+sa=$(qp_stats ordma0 "$qa") sb=$(qp_stats ordma1 "$qb")
+echo "QP $qa on ordma0: $sa"
+echo "QP $qb on ordma1: $sb"
+[ -n "$sa" ] && [ -n "$sb" ] || { rdma statistic qp show; fail "no counter bound to QP $qa on ordma0 or QP $qb on ordma1"; }
+q() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
+[ "$(q "$sa" rdma_sends)" = 50 ] || fail "QP $qa: rdma_sends $(q "$sa" rdma_sends), not 50"
+[ "$(q "$sa" rdma_recvs)" = 0 ] || fail "QP $qa: rdma_recvs $(q "$sa" rdma_recvs), not 0"
+[ "$(q "$sb" rdma_recvs)" = 50 ] || fail "QP $qb: rdma_recvs $(q "$sb" rdma_recvs), not 50"
+[ "$(q "$sa" sent_pkts)" = "$(q "$sb" rcvd_pkts)" ] && [ "$(q "$sb" sent_pkts)" = "$(q "$sa" rcvd_pkts)" ] ||
+	fail "QP $qa's packets are not QP $qb's"
+[ "$(q "$sa" sent_pkts)" -ge 50 ] || fail "QP $qa sent fewer packets than messages"
+for i in 0 1; do
+	[ "ok $(stats ordma$i)" = "$(nic_ctl $i counters)" ] || fail "ordma$i: with a live per-QP counter, the link's totals are not the NIC's"
+done
+exec 3>&-
+wait $holder || { cat /tmp/qpc.out; fail "sends-hold failed"; }
+[ -z "$(rdma -j statistic qp show link ordma0/1 | python3 -c 'import json,sys; print(json.load(sys.stdin) or "")')" ] ||
+	fail "a counter outlives its QPs: $(rdma statistic qp show link ordma0/1)"
+for i in 0 1; do
+	rdma statistic qp set link ordma$i/1 auto off
+done
+echo "ok: per-QP counters: QP $qa rdma_sends 50, QP $qb rdma_recvs 50, packets $(q "$sa" sent_pkts) and $(q "$sb" sent_pkts), link totals the NIC's, gone with the QPs"
 
 # At rest again: the driver's numbers are still the NIC's.
 for i in 0 1; do

@@ -1,5 +1,5 @@
 //! Compiles the test program's C part (`verbs_data.c`, `mr_checks.c`, `ownership.c`,
-//! `quirks.c`, `srq_checks.c`, `atomics.c`, `uc.c`, `ud.c`, `stress.c`, `many.c`, `ex.c`, `mw.c`, `scale.c`, `cq_resize.c`) and links libibverbs.
+//! `quirks.c`, `srq_checks.c`, `atomics.c`, `uc.c`, `ud.c`, `stress.c`, `many.c`, `ex.c`, `mw.c`, `scale.c`, `cq_resize.c`, `qp_counters.c`) and links libibverbs.
 
 fn main() {
     for f in [
@@ -18,6 +18,7 @@ fn main() {
         "mw.c",
         "scale.c",
         "cq_resize.c",
+        "qp_counters.c",
     ] {
         println!("cargo:rerun-if-changed={f}");
     }
@@ -36,6 +37,7 @@ fn main() {
         .file("mw.c")
         .file("scale.c")
         .file("cq_resize.c")
+        .file("qp_counters.c")
         .flag("-std=gnu11")
         .warnings(true)
         .extra_warnings(true)

@@ -31,6 +31,7 @@
  *   scale          the object limits (max_pd, max_mr, max_cq, max_qp) reached and
  *                  enforced (ENOMEM), with create and destroy rates: see scale.c
  *   scale-hold     every doorbell page's context with objects, held until killed
+ *   sends-hold=N   N SENDs A to B, then both QPs held until stdin closes (qp_counters.c)
  *   stale, drain    what the NIC touches after a deregistration, and when SQD is drained:
  *              see ownership.c (drain between two NICs: it takes --dev2's link down)
  *   quirks     what UCX and NCCL do that plain tests do not: see quirks.c
@@ -681,7 +682,7 @@ int verbs_data_main(int argc, char **argv)
 	if (i >= argc) {
 		fprintf(stderr, "usage: %s [--dev A] [--dev2 B] [--mem 4k|huge:PATH|dmabuf] "
 				"[--listen PORT|--peer HOST:PORT] [--retry N] transfers|errors|rnr|events|many|many-2m|shared|levels|rereg|mw|stale|drain|quirks|"
-				"cq-resize|srq|srq-resize|srq-events|srq-errnos|srq-hold|atomics|uc|ud|ud-hold|ex|scale[=N]|scale-hold|stress[=N]...\n", argv[0]);
+				"cq-resize|srq|srq-resize|srq-events|srq-errnos|srq-hold|atomics|uc|ud|ud-hold|ex|scale[=N]|scale-hold|sends-hold=N|stress[=N]...\n", argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -747,6 +748,8 @@ int verbs_data_main(int argc, char **argv)
 			check_stress(atol(argv[i] + 7));
 		else if (!strcmp(argv[i], "stress-until-killed"))
 			check_stress(-1);
+		else if (!strncmp(argv[i], "sends-hold=", 11))
+			check_sends_hold(atoi(argv[i] + 11));
 		else {
 			fprintf(stderr, "unknown check %s\n", argv[i]);
 			return 2;

@@ -92,5 +92,6 @@ void check_rereg(void);
 void check_mw(void);
 void check_scale(int count);
 void check_scale_hold(void);
+void check_sends_hold(int n);
 
 #endif

@@ -76,6 +76,22 @@ impl Nic<'_> {
         Ok(hw::PortCounters::decode(&raw))
     }
 
+    /// `CMD_QUERY_QP_COUNTERS` (1.10): QP `qpn`'s counters since it was created.
+    pub(crate) fn query_qp_counters(&self, qpn: u32) -> Result<hw::PortCounters> {
+        let raw = self.query::<{ hw::COUNTERS_SIZE }>(
+            hw::CMD_QUERY_QP_COUNTERS,
+            |resp_addr, resp_len| {
+                hw::QueryQpCountersParams {
+                    qpn,
+                    resp_addr,
+                    resp_len,
+                }
+                .encode()
+            },
+        )?;
+        Ok(hw::PortCounters::decode(&raw))
+    }
+
     /// `CMD_SET_GID`: entry `index` of `port`'s GID table becomes `gid` of type
     /// `gid_type` (`GID_TYPE_NONE` with a zero GID clears it).
     pub(crate) fn set_gid(&self, port: u32, index: u32, gid: &[u8; 16], gid_type: u8) -> Result {

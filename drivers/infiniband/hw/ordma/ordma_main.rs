@@ -7,6 +7,7 @@
 mod admin;
 mod ah;
 mod commands;
+mod counters;
 mod cq;
 mod device;
 mod driver;

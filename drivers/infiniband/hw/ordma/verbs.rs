@@ -8,6 +8,7 @@ use kernel::{prelude::*, sync::Arc};
 
 use crate::{
     ah::Ah,
+    counters::{Counter, Reported},
     cq::Cq,
     hw,
     ib::{self, PortDesc, PortProtocol},
@@ -34,6 +35,8 @@ pub(crate) struct OrdmaIb<'bound> {
     pub(crate) port: hw::PortAttrs,
     /// The port as ib_core sees it: InfiniBand or RoCEv2, as the NIC said.
     ports: [PortDesc; 1],
+    /// What the per-QP counters reported (`counters.rs`): the port's values less this.
+    pub(crate) reported: Reported,
     /// The NIC's interface minor version (major 1): what it can do beyond 1.0.
     minor: u16,
 }
@@ -91,6 +94,7 @@ impl<'bound> OrdmaIb<'bound> {
                 pkey_tbl_len: 1,
             }],
             minor,
+            reported: Reported::new(),
         })
     }
 }
@@ -115,6 +119,7 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
     type Srq = Srq<'bound>;
     type Ah = Ah;
     type Mw = Mw<'bound>;
+    type Counter = Counter;
 
     fn ports(&self) -> &[PortDesc] {
         &self.ports
@@ -211,10 +216,24 @@ impl<'bound> ib::Driver for OrdmaIb<'bound> {
 
     fn hw_stats(&self, port: u32, values: &mut [u64]) -> Result {
         let counters = self.nic.query_counters(port)?;
-        for (v, c) in values.iter_mut().zip(counters.0) {
-            *v = c;
-        }
+        self.reported.port_values(&counters, values);
         Ok(())
+    }
+
+    fn counter_init(&self, _port: u32) -> impl PinInit<Counter> {
+        self.new_counter()
+    }
+
+    fn counter_bind_qp(&self, counter: &Counter, qp: &Qp<'bound>) -> Result {
+        self.bind_counter(counter, qp)
+    }
+
+    fn counter_unbind_qp(&self, counter: &Counter, qp: &Qp<'bound>) -> Result {
+        self.unbind_counter(counter, qp)
+    }
+
+    fn counter_read(&self, counter: &Counter, values: &mut [u64]) -> Result {
+        self.read_counter(counter, values)
     }
 
     fn netdev_changed(&self, port: u32, up: bool) {
@@ -428,6 +447,11 @@ impl OrdmaIb<'_> {
     /// `DEALLOC_MW`, MRs' `MW_BIND`, the bind and invalidate work requests).
     fn windows(&self) -> bool {
         self.minor >= 9
+    }
+
+    /// Whether the NIC counts per QP (`CMD_QUERY_QP_COUNTERS`): 1.10 on.
+    pub(crate) fn qp_counters(&self) -> bool {
+        self.minor >= 10
     }
 
     /// What an MR is registered with.

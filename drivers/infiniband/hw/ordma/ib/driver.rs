@@ -301,6 +301,9 @@ pub(crate) trait Driver: Sync + Sized {
     type Ah: Send + Sync;
     /// The driver's part of a memory window.
     type Mw: MwObject + Send + Sync;
+    /// The driver's part of a per-QP counter (`rdma statistic qp`; see `ib/counter.rs`
+    /// for what ib_core does with one). A fresh one must hold nothing that needs a drop.
+    type Counter: Send + Sync;
 
     /// The ports, in order: port `n` (1-based, as ib_core numbers them) is `ports()[n - 1]`.
     /// From 1 to 255 of them, the same for the device's whole life (read when it
@@ -336,6 +339,35 @@ pub(crate) trait Driver: Sync + Sized {
     /// one per [`Driver::HW_STATS`] entry, all of them. May sleep. ib_core reads them once
     /// when the port registers (an error fails the registration) and then on request.
     fn hw_stats(&self, _port: u32, _values: &mut [u64]) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+    /// A new per-QP counter of `port`, no QP bound yet: its data, which may hold no
+    /// allocation (ib_core may free it unseen if its first bind fails). With
+    /// [`Driver::counter_bind_qp`].
+    fn counter_init(&self, _port: u32) -> impl PinInit<Self::Counter> {
+        let never = |_: *mut Self::Counter| -> Result<(), core::convert::Infallible> {
+            build_error!(VTABLE_DEFAULT_ERROR)
+        };
+        // SAFETY: the initialiser never runs (a driver without per-QP counters has none of
+        // their ops), and does not build if a driver's ops need it and it was not given.
+        unsafe { pin_init::pin_init_from_closure(never) }
+    }
+    /// Binds `qp` to `counter`: from now on the counter counts what the QP does (until
+    /// [`Driver::counter_unbind_qp`]). Under the counter's lock; may sleep. `EOPNOTSUPP`
+    /// (or any error) leaves the QP unbound. Needed for per-QP counters.
+    fn counter_bind_qp(&self, _counter: &Self::Counter, _qp: &Self::Qp) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+    /// Unbinds `qp` from `counter`, the counter keeping what the QP did while bound. Under
+    /// the counter's lock; may sleep; before the QP is destroyed. An error leaves the QP
+    /// bound, except when ib_core unbinds a QP it destroys (it goes on regardless).
+    fn counter_unbind_qp(&self, _counter: &Self::Counter, _qp: &Self::Qp) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+    /// Reads `counter` into `values`, one per [`Driver::HW_STATS`] entry: what its QPs did
+    /// while bound to it, and what the QPs unbound from it did before. Under the
+    /// counter's lock; may sleep.
+    fn counter_read(&self, _counter: &Self::Counter, _values: &mut [u64]) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
     /// RoCE `port`'s netdev changed: `up` if the port has a paired netdev that is running

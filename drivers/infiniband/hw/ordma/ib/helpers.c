@@ -84,6 +84,7 @@ const size_t rust_ib_helper_layout[] = {
 	OFF(ib_cq_init_attr, flags),
 	SZ(ib_qp), OFF(ib_qp, device), OFF(ib_qp, pd), OFF(ib_qp, send_cq), OFF(ib_qp, recv_cq),
 	OFF(ib_qp, event_handler), OFF(ib_qp, qp_context), OFF(ib_qp, qp_num), OFF(ib_qp, qp_type),
+	OFF(ib_qp, counter),
 	SZ(ib_qp_init_attr), OFF(ib_qp_init_attr, send_cq), OFF(ib_qp_init_attr, recv_cq),
 	OFF(ib_qp_init_attr, srq), OFF(ib_qp_init_attr, xrcd), OFF(ib_qp_init_attr, cap),
 	OFF(ib_qp_init_attr, sq_sig_type), OFF(ib_qp_init_attr, qp_type),
@@ -110,6 +111,8 @@ const size_t rust_ib_helper_layout[] = {
 	OFF(ib_gid_attr, gid_type), OFF(ib_gid_attr, index), OFF(ib_gid_attr, port_num),
 	SZ(notifier_block), OFF(notifier_block, notifier_call),
 	SZ(ib_mw), OFF(ib_mw, device), OFF(ib_mw, pd), OFF(ib_mw, rkey), OFF(ib_mw, type),
+	SZ(rdma_counter), OFF(rdma_counter, device), OFF(rdma_counter, port),
+	OFF(rdma_counter, stats),
 };
 const size_t rust_ib_helper_layout_len = ARRAY_SIZE(rust_ib_helper_layout);
 

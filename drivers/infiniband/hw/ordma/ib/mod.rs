@@ -14,6 +14,7 @@
 
 mod ah;
 mod bindings;
+mod counter;
 mod cq;
 mod device;
 mod driver;
@@ -161,6 +162,7 @@ const LAYOUT: &[(&str, usize)] = &[
     layout!(ib_qp.qp_context),
     layout!(ib_qp.qp_num),
     layout!(ib_qp.qp_type),
+    layout!(ib_qp.counter),
     layout!(size ib_qp_init_attr),
     layout!(ib_qp_init_attr.send_cq),
     layout!(ib_qp_init_attr.recv_cq),
@@ -231,6 +233,10 @@ const LAYOUT: &[(&str, usize)] = &[
     layout!(ib_mw.pd),
     layout!(ib_mw.rkey),
     layout!(ib_mw.type_),
+    layout!(size rdma_counter),
+    layout!(rdma_counter.device),
+    layout!(rdma_counter.port),
+    layout!(rdma_counter.stats),
 ];
 
 /// Proof that the generated bindings match the C compiler's view of ib_core.

@@ -26,6 +26,7 @@ use kernel::{ffi, prelude::*, ModuleMetadata};
 use super::{
     ah::IbAh,
     bindings as b,
+    counter::IbCounter,
     cq::IbCq,
     device::data,
     driver::{format_fw_version, port_desc, Caller, Driver, UserCaller},
@@ -468,6 +469,36 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
             None
         },
         alloc_mw: Some(mw::alloc_mw::<T>),
+        counter_alloc_stats: if T::HAS_COUNTER_BIND_QP {
+            Some(stats::counter_alloc_stats::<T>)
+        } else {
+            None
+        },
+        counter_bind_qp: if T::HAS_COUNTER_BIND_QP {
+            Some(stats::counter_bind_qp::<T>)
+        } else {
+            None
+        },
+        counter_dealloc: if T::HAS_COUNTER_BIND_QP {
+            Some(stats::counter_dealloc::<T>)
+        } else {
+            None
+        },
+        counter_init: if T::HAS_COUNTER_BIND_QP {
+            Some(stats::counter_init::<T>)
+        } else {
+            None
+        },
+        counter_unbind_qp: if T::HAS_COUNTER_BIND_QP {
+            Some(stats::counter_unbind_qp::<T>)
+        } else {
+            None
+        },
+        counter_update_stats: if T::HAS_COUNTER_BIND_QP {
+            Some(stats::counter_update_stats::<T>)
+        } else {
+            None
+        },
         alloc_pd: Some(alloc_pd::<T>),
         alloc_ucontext: Some(alloc_ucontext::<T>),
         create_ah: Some(ah::create_ah::<T>),
@@ -533,6 +564,7 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
         size_ib_qp: const { object_size::<IbQp<T>>() },
         size_ib_srq: const { object_size::<IbSrq<T>>() },
         size_ib_ucontext: const { object_size::<IbUcontext<T>>() },
+        size_rdma_counter: const { object_size::<IbCounter<T>>() },
         ..Default::default()
     };
     // Every verb with udata reads it with ib_core's helpers (`Udata`), answers with

@@ -1,15 +1,163 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The trampolines of hardware counters: a port's counter set, and reading it.
+//! The trampolines of hardware counters: a port's counter set, and reading it; per-QP
+//! counters (`ib/counter.rs`): made, bound to QPs and unbound, read, deallocated.
 
 use kernel::prelude::*;
 
 use crate::ib::{
     bindings as b,
+    counter::IbCounter,
     device::data,
     driver::{port_desc, Driver},
+    qp::IbQp,
     stats::HwStat,
 };
+
+/// A counter set of [`Driver::HW_STATS`]: for a port, or for a per-QP counter.
+fn alloc_stats<T: Driver>() -> *mut b::rdma_hw_stats {
+    let stats = T::HW_STATS;
+    let Ok(n) = i32::try_from(stats.len()) else {
+        return core::ptr::null_mut();
+    };
+    // CAST: a small constant (10, in milliseconds), widened.
+    let lifespan = b::RDMA_HW_STATS_DEFAULT_LIFESPAN as usize;
+    // SAFETY: the descriptors are `'static` (ib_core keeps the pointer for as long as the
+    // set lives) and `n` of them; ib_core fails the port's registration (or the counter's
+    // allocation) on a null return.
+    unsafe { b::rdma_alloc_hw_stats_struct(HwStat::as_raw(stats), n, lifespan) }
+}
+
+/// The values of `stats`, for one call.
+///
+/// # Safety
+///
+/// `stats` is a set `alloc_stats` made, which ib_core hands for this call under its lock:
+/// its `value` has `num_counters` entries, the caller's to write until it returns.
+unsafe fn values<'a>(stats: *mut b::rdma_hw_stats) -> &'a mut [u64] {
+    // SAFETY: the caller's guarantee.
+    unsafe {
+        let len = usize::try_from((*stats).num_counters).unwrap_or(0);
+        (*stats).value.as_mut_slice(len)
+    }
+}
+
+/// # Safety
+///
+/// `counter` is one ib_core allocated at `size_rdma_counter` (an `IbCounter<T>`, zeroed)
+/// for one of `T`'s devices, its `device` and `port` set; nothing else reaches it yet.
+pub(super) unsafe extern "C" fn counter_init<T: Driver>(counter: *mut b::rdma_counter) {
+    // SAFETY: the caller's guarantee: the device is one of `T`'s, registered.
+    let (d, port) = unsafe { (data::<T>((*counter).device), (*counter).port) };
+    let ic = counter.cast::<IbCounter<T>>();
+    // SAFETY: the slot is uninitialised, ours until this returns, and never moved (ib_core
+    // frees the counter where it is). The initialiser cannot fail.
+    let Ok(()) =
+        unsafe { pin_init::raw_try_init((&raw mut (*ic).data).cast(), d.counter_init(port)) };
+}
+
+/// # Safety
+///
+/// `counter` is one `counter_init` set up.
+pub(super) unsafe extern "C" fn counter_alloc_stats<T: Driver>(
+    _counter: *mut b::rdma_counter,
+) -> *mut b::rdma_hw_stats {
+    alloc_stats::<T>()
+}
+
+/// The driver's data of `counter` and of `qp`, and the device.
+///
+/// # Safety
+///
+/// `counter` is one `counter_init` set up, not yet deallocated; `qp` a live QP of the same
+/// device, created by `create_qp` (ib_core holds both for the call).
+unsafe fn counter_and_qp<'a, T: Driver>(
+    counter: *mut b::rdma_counter,
+    qp: *mut b::ib_qp,
+) -> (&'a T, &'a T::Counter, &'a T::Qp) {
+    // SAFETY: the caller's guarantee.
+    unsafe {
+        (
+            data::<T>((*counter).device),
+            (*counter.cast::<IbCounter<T>>()).data.assume_init_ref(),
+            (*qp.cast::<IbQp<T>>()).data.assume_init_ref(),
+        )
+    }
+}
+
+/// # Safety
+///
+/// See `counter_and_qp`; under the counter's lock.
+pub(super) unsafe extern "C" fn counter_bind_qp<T: Driver>(
+    counter: *mut b::rdma_counter,
+    qp: *mut b::ib_qp,
+    _port: u32,
+) -> i32 {
+    // SAFETY: the caller's guarantee.
+    let (d, c, q) = unsafe { counter_and_qp::<T>(counter, qp) };
+    match d.counter_bind_qp(c, q) {
+        Ok(()) => {
+            // SAFETY: ib_core reads and writes a QP's `counter` under the counter's lock,
+            // which it holds; the driver's bind is how it learns of it.
+            unsafe { (*qp).counter = counter };
+            0
+        }
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// `qp` is a live QP of one of `T`'s devices, bound to a counter (`counter` set), under
+/// that counter's lock.
+pub(super) unsafe extern "C" fn counter_unbind_qp<T: Driver>(qp: *mut b::ib_qp, _port: u32) -> i32 {
+    // SAFETY: the caller's guarantee: the QP is bound, so its counter is one of ours.
+    let counter = unsafe { (*qp).counter };
+    if counter.is_null() {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: as above.
+    let (d, c, q) = unsafe { counter_and_qp::<T>(counter, qp) };
+    match d.counter_unbind_qp(c, q) {
+        Ok(()) => {
+            // SAFETY: under the counter's lock, as for `counter_bind_qp`.
+            unsafe { (*qp).counter = core::ptr::null_mut() };
+            0
+        }
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// `counter` is one `counter_init` set up, with its `stats` from `counter_alloc_stats`,
+/// under its lock.
+pub(super) unsafe extern "C" fn counter_update_stats<T: Driver>(
+    counter: *mut b::rdma_counter,
+) -> i32 {
+    // SAFETY: the caller's guarantee: the counter's stats are ours to write under its lock.
+    let (d, c, values) = unsafe {
+        (
+            data::<T>((*counter).device),
+            (*counter.cast::<IbCounter<T>>()).data.assume_init_ref(),
+            values((*counter).stats),
+        )
+    };
+    match d.counter_read(c, values) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// `counter` is one `counter_init` set up, no QP bound, deallocated once (ib_core frees it
+/// after this).
+pub(super) unsafe extern "C" fn counter_dealloc<T: Driver>(counter: *mut b::rdma_counter) -> i32 {
+    // SAFETY: the caller's guarantee: the last use of its data.
+    unsafe { (*counter.cast::<IbCounter<T>>()).data.assume_init_drop() };
+    0
+}
 
 /// # Safety
 ///
@@ -18,15 +166,7 @@ pub(super) unsafe extern "C" fn alloc_hw_port_stats<T: Driver>(
     _ib: *mut b::ib_device,
     _port: u32,
 ) -> *mut b::rdma_hw_stats {
-    let stats = T::HW_STATS;
-    let Ok(n) = i32::try_from(stats.len()) else {
-        return core::ptr::null_mut();
-    };
-    // CAST: a small constant (10, in milliseconds), widened.
-    let lifespan = b::RDMA_HW_STATS_DEFAULT_LIFESPAN as usize;
-    // SAFETY: the descriptors are `'static` (ib_core keeps the pointer for as long as the
-    // set lives) and `n` of them; ib_core fails the port's registration on a null return.
-    unsafe { b::rdma_alloc_hw_stats_struct(HwStat::as_raw(stats), n, lifespan) }
+    alloc_stats::<T>()
 }
 
 /// # Safety
@@ -44,13 +184,8 @@ pub(super) unsafe extern "C" fn get_hw_stats<T: Driver>(
         return EINVAL.to_errno();
     }
     // SAFETY: ib_core hands the set it had `alloc_hw_port_stats` make for this port, under
-    // its lock (or, while the port registers, before anyone else can see it): its `value`
-    // has `num_counters` entries, ours to write for the call.
-    let (n, values) = unsafe {
-        let n = (*stats).num_counters;
-        let len = usize::try_from(n).unwrap_or(0);
-        (n, (*stats).value.as_mut_slice(len))
-    };
+    // its lock (or, while the port registers, before anyone else can see it).
+    let (n, values) = unsafe { ((*stats).num_counters, values(stats)) };
     // Every counter at once: ib_core then keeps them for the set's lifespan.
     match d.hw_stats(port, values) {
         Ok(()) => n,
