@@ -370,8 +370,8 @@ fn random_object_commands_never_break_the_engine() {
         for _ in 0..n {
             // QP commands twice as often: they need the most to succeed.
             let op = [
-                0, 1, 2, 3, 4, 5, 6, 7, 7, 8, 8, 9, 10, 11, 12, 13, 14, 14, 15, 16, 17, 11, 18,
-            ][rng.below(23) as usize];
+                0, 1, 2, 3, 4, 5, 6, 7, 7, 8, 8, 9, 10, 11, 12, 13, 14, 14, 15, 16, 17, 11, 18, 19,
+            ][rng.below(24) as usize];
             if (11..=13).contains(&op) {
                 // A doorbell, a translation or a completion.
                 match op {
@@ -705,6 +705,19 @@ fn random_object_commands_never_break_the_engine() {
                     };
                     (hw::CMD_QUERY_SRQ, p.encode())
                 }
+                19 => {
+                    // A QP's counters (1.10): any QP number, any buffer and length.
+                    let p = hw::QueryQpCountersParams {
+                        qpn: if rng.below(4) == 0 {
+                            rng.next() as u32
+                        } else {
+                            qpns[rng.below(qpns.len() as u64) as usize]
+                        },
+                        resp_addr: host_addr(&mut rng),
+                        resp_len: small(&mut rng, 200),
+                    };
+                    (hw::CMD_QUERY_QP_COUNTERS, p.encode())
+                }
                 18 => {
                     // A CQ resized (1.7): any ring, or a well-formed one of 32-byte CQEs.
                     let log_depth = small(&mut rng, 17) as u8;
@@ -792,6 +805,7 @@ fn random_object_commands_never_break_the_engine() {
         hw::CMD_MODIFY_SRQ,
         hw::CMD_QUERY_SRQ,
         hw::CMD_DESTROY_SRQ,
+        hw::CMD_QUERY_QP_COUNTERS,
     ] {
         assert!(ok[usize::from(op)] > 0, "opcode {op:#x} never succeeded");
     }
