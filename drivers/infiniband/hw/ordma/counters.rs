@@ -28,18 +28,20 @@ impl Reported {
     }
 
     /// The port's values for ib_core: the NIC's `port` counters less what the counters
-    /// reported.
+    /// reported (wrapping: ib_core adds the counters' values back with 64-bit wrapping
+    /// sums, so the totals it shows are the NIC's exactly).
     pub(crate) fn port_values(&self, port: &hw::PortCounters, values: &mut [u64]) {
         for ((v, c), r) in values.iter_mut().zip(port.0).zip(&self.0) {
-            *v = c.saturating_sub(r.load(Ordering::Relaxed));
+            *v = c.wrapping_sub(r.load(Ordering::Relaxed));
         }
     }
 }
 
-/// A QP bound to a counter, and its counts when it was bound.
+/// A QP bound to a counter, its counts when it was bound and when last read.
 struct Bound {
     qpn: u32,
     start: hw::PortCounters,
+    last: hw::PortCounters,
 }
 
 struct Inner {
@@ -95,16 +97,20 @@ impl OrdmaIb<'_> {
         }
         let qpn = qp.qp_num();
         let start = self.nic.query_qp_counters(qpn)?;
-        counter
-            .inner
-            .lock()
-            .bound
-            .push(Bound { qpn, start }, GFP_KERNEL)?;
+        counter.inner.lock().bound.push(
+            Bound {
+                qpn,
+                start,
+                last: start,
+            },
+            GFP_KERNEL,
+        )?;
         Ok(())
     }
 
     /// Unbinds `qp`: what it did since it was bound stays in the counter. A NIC that
-    /// cannot be read (gone, failed) loses those counts, and the QP is unbound all the same.
+    /// cannot be read (gone, failed) leaves what the counter last read of the QP (so the
+    /// counter never goes back), and the QP is unbound all the same.
     pub(crate) fn unbind_counter(&self, counter: &Counter, qp: &Qp<'_>) -> Result {
         let qpn = qp.qp_num();
         let mut inner = counter.inner.lock();
@@ -112,9 +118,8 @@ impl OrdmaIb<'_> {
             return Err(EINVAL);
         };
         let b = inner.bound.remove(i).map_err(|_| EINVAL)?;
-        if let Ok(now) = self.nic.query_qp_counters(qpn) {
-            add(&mut inner.base, &since(&now, &b.start));
-        }
+        let now = self.nic.query_qp_counters(qpn).unwrap_or(b.last);
+        add(&mut inner.base, &since(&now, &b.start));
         Ok(())
     }
 
@@ -122,11 +127,9 @@ impl OrdmaIb<'_> {
     pub(crate) fn read_counter(&self, counter: &Counter, values: &mut [u64]) -> Result {
         let mut inner = counter.inner.lock();
         let mut sum = inner.base;
-        for b in inner.bound.iter() {
-            add(
-                &mut sum,
-                &since(&self.nic.query_qp_counters(b.qpn)?, &b.start),
-            );
+        for b in inner.bound.iter_mut() {
+            b.last = self.nic.query_qp_counters(b.qpn)?;
+            add(&mut sum, &since(&b.last, &b.start));
         }
         for (i, r) in self.reported.0.iter().enumerate() {
             r.fetch_add(

@@ -8,8 +8,9 @@
 //! the latest when the QP is destroyed, before the driver destroys it) and deallocates it
 //! once the last QP is gone, after a last read whose values it keeps as the port's history.
 //! Bind, unbind and read run under the counter's own lock (`rdma_counter.lock`), one at a
-//! time; the binding sets and clears the QP's `counter` for ib_core as the driver binds
-//! and unbinds.
+//! time. The binding claims the QP's `counter` for ib_core before the driver binds (with an
+//! atomic exchange: ib_core checks that a QP is unbound without a lock, so two binds of one
+//! QP can race; the loser gets `EINVAL`) and clears it once the driver unbinds.
 //!
 //! What ib_core adds up: `rdma statistic show link` and sysfs `hw_counters/` show the
 //! port's values ([`Driver::hw_stats`]) plus every counter's (live ones read again, gone

@@ -3,6 +3,11 @@
 //! The trampolines of hardware counters: a port's counter set, and reading it; per-QP
 //! counters (`ib/counter.rs`): made, bound to QPs and unbound, read, deallocated.
 
+use core::{
+    ptr::null_mut,
+    sync::atomic::{AtomicPtr, Ordering},
+};
+
 use kernel::prelude::*;
 
 use crate::ib::{
@@ -33,7 +38,9 @@ fn alloc_stats<T: Driver>() -> *mut b::rdma_hw_stats {
 /// # Safety
 ///
 /// `stats` is a set `alloc_stats` made, which ib_core hands for this call under its lock:
-/// its `value` has `num_counters` entries, the caller's to write until it returns.
+/// its `value` has `num_counters` entries, which only the holder of that lock writes (ib_core
+/// may read them without it, as it does for every driver: 64-bit loads of values that a
+/// refresh replaces whole), the caller's to write until it returns.
 unsafe fn values<'a>(stats: *mut b::rdma_hw_stats) -> &'a mut [u64] {
     // SAFETY: the caller's guarantee.
     unsafe {
@@ -85,6 +92,20 @@ unsafe fn counter_and_qp<'a, T: Driver>(
     }
 }
 
+/// A QP's `counter`, as an atomic: ib_core reads it without a lock (its check that a QP is
+/// not bound yet, before it takes the new counter's lock), so two binds of one QP can race
+/// to the driver; the binding claims the QP first.
+///
+/// # Safety
+///
+/// `qp` is a live QP, for the returned reference's use.
+unsafe fn qp_counter<'a>(qp: *mut b::ib_qp) -> &'a AtomicPtr<b::rdma_counter> {
+    // SAFETY: the field is valid and aligned for as long as the QP lives (the caller's
+    // guarantee); every access the binding makes to it is atomic, and ib_core's are plain
+    // pointer-sized loads and stores.
+    unsafe { AtomicPtr::from_ptr(&raw mut (*qp).counter) }
+}
+
 /// # Safety
 ///
 /// See `counter_and_qp`; under the counter's lock.
@@ -94,15 +115,21 @@ pub(super) unsafe extern "C" fn counter_bind_qp<T: Driver>(
     _port: u32,
 ) -> i32 {
     // SAFETY: the caller's guarantee.
-    let (d, c, q) = unsafe { counter_and_qp::<T>(counter, qp) };
+    let ((d, c, q), claim) = unsafe { (counter_and_qp::<T>(counter, qp), qp_counter(qp)) };
+    // Claimed before the driver binds: a QP is bound to one counter once (as ib_core's
+    // check would have it, `EINVAL`), even when two binds race.
+    if claim
+        .compare_exchange(null_mut(), counter, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return EINVAL.to_errno();
+    }
     match d.counter_bind_qp(c, q) {
-        Ok(()) => {
-            // SAFETY: ib_core reads and writes a QP's `counter` under the counter's lock,
-            // which it holds; the driver's bind is how it learns of it.
-            unsafe { (*qp).counter = counter };
-            0
+        Ok(()) => 0,
+        Err(e) => {
+            claim.store(null_mut(), Ordering::Release);
+            e.to_errno()
         }
-        Err(e) => e.to_errno(),
     }
 }
 
@@ -112,7 +139,8 @@ pub(super) unsafe extern "C" fn counter_bind_qp<T: Driver>(
 /// that counter's lock.
 pub(super) unsafe extern "C" fn counter_unbind_qp<T: Driver>(qp: *mut b::ib_qp, _port: u32) -> i32 {
     // SAFETY: the caller's guarantee: the QP is bound, so its counter is one of ours.
-    let counter = unsafe { (*qp).counter };
+    let claim = unsafe { qp_counter(qp) };
+    let counter = claim.load(Ordering::Acquire);
     if counter.is_null() {
         return EINVAL.to_errno();
     }
@@ -120,8 +148,7 @@ pub(super) unsafe extern "C" fn counter_unbind_qp<T: Driver>(qp: *mut b::ib_qp, 
     let (d, c, q) = unsafe { counter_and_qp::<T>(counter, qp) };
     match d.counter_unbind_qp(c, q) {
         Ok(()) => {
-            // SAFETY: under the counter's lock, as for `counter_bind_qp`.
-            unsafe { (*qp).counter = core::ptr::null_mut() };
+            claim.store(null_mut(), Ordering::Release);
             0
         }
         Err(e) => e.to_errno(),
