@@ -469,36 +469,12 @@ pub(super) fn ops<T: Driver>() -> b::ib_device_ops {
             None
         },
         alloc_mw: Some(mw::alloc_mw::<T>),
-        counter_alloc_stats: if T::HAS_COUNTER_BIND_QP {
-            Some(stats::counter_alloc_stats::<T>)
-        } else {
-            None
-        },
-        counter_bind_qp: if T::HAS_COUNTER_BIND_QP {
-            Some(stats::counter_bind_qp::<T>)
-        } else {
-            None
-        },
-        counter_dealloc: if T::HAS_COUNTER_BIND_QP {
-            Some(stats::counter_dealloc::<T>)
-        } else {
-            None
-        },
-        counter_init: if T::HAS_COUNTER_BIND_QP {
-            Some(stats::counter_init::<T>)
-        } else {
-            None
-        },
-        counter_unbind_qp: if T::HAS_COUNTER_BIND_QP {
-            Some(stats::counter_unbind_qp::<T>)
-        } else {
-            None
-        },
-        counter_update_stats: if T::HAS_COUNTER_BIND_QP {
-            Some(stats::counter_update_stats::<T>)
-        } else {
-            None
-        },
+        counter_alloc_stats: T::HAS_COUNTER_BIND_QP.then_some(stats::counter_alloc_stats::<T>),
+        counter_bind_qp: T::HAS_COUNTER_BIND_QP.then_some(stats::counter_bind_qp::<T>),
+        counter_dealloc: T::HAS_COUNTER_BIND_QP.then_some(stats::counter_dealloc::<T>),
+        counter_init: T::HAS_COUNTER_BIND_QP.then_some(stats::counter_init::<T>),
+        counter_unbind_qp: T::HAS_COUNTER_BIND_QP.then_some(stats::counter_unbind_qp::<T>),
+        counter_update_stats: T::HAS_COUNTER_BIND_QP.then_some(stats::counter_update_stats::<T>),
         alloc_pd: Some(alloc_pd::<T>),
         alloc_ucontext: Some(alloc_ucontext::<T>),
         create_ah: Some(ah::create_ah::<T>),
