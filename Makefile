@@ -7,9 +7,13 @@
 #                     (userspace-provider, libordma.so, installed in the guest as
 #                     libordma-rdmav34.so)
 #   make run          boot a VM with ordma loaded and show it working
-#   make test         everything: lint, unit tests, module build, VM tests
+#   make test         every capability at least once: lint, unit, model and fuzz tests, the
+#                     RTL checks, the module, every VM test, a debug-kernel core (20 min warm)
+#   make test-full    all of that and the rest: every debug-kernel test, long forms, long
+#                     fuzzing, the RTL's deeper proof and synthesis (Documentation/testing.md)
 #   make bench        perftest over ordma and soft-RoCE in one VM: bench-results/latest/table.md
-#   make test T=vm-verbs-provider   one step (or several: shell patterns, space-separated)
+#   make test T=vm-verbs-provider   one step (or several: shell patterns, space-separated);
+#                     make test-full T=... the same in the full tier
 #   make fmt          format the kernel crate (kernel's rustfmt config) and the workspace
 #   make clean        remove build products from the tree
 #
@@ -20,7 +24,7 @@
 
 ORDMA := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 
-.PHONY: all modules model provider run test bench clean fmt
+.PHONY: all modules model provider run test test-full bench clean fmt
 
 ifneq ($(KDIR),)
 # Direct build against a given tree (also what the wrapper below runs inside the root).
@@ -68,4 +72,7 @@ bench:
 # T=<step names or shell patterns> on make's command line runs only those steps (and the
 # builds they need); a T in the environment is ignored, so CI's `make test` is everything.
 test:
-	ORDMA_TEST_FILTER='$(if $(filter command line,$(origin T)),$(T))' $(ORDMA)/scripts/test.sh
+	ORDMA_TIER= ORDMA_TEST_FILTER='$(if $(filter command line,$(origin T)),$(T))' $(ORDMA)/scripts/test.sh
+
+test-full:
+	ORDMA_TIER=full ORDMA_TEST_FILTER='$(if $(filter command line,$(origin T)),$(T))' $(ORDMA)/scripts/test.sh

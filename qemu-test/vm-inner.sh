@@ -24,12 +24,14 @@ BOOT_HANG=
 BOOT_LIMIT=
 LINK_LAYER=infiniband
 CAPTURE=
+KAPPEND=
 declare -A EXTRA=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--nics) NICS=$2; shift 2 ;;
 	--link-layer) LINK_LAYER=$2; shift 2 ;;
 	--capture) CAPTURE=1; shift ;;
+	--append) KAPPEND=" $2"; shift 2 ;; # more kernel command line (qemu-test/run --append)
 	--vms) VMS=$2; shift 2 ;;
 	--segment-args) SEGMENT_ARGS=$2; shift 2 ;;
 	--module) MODULE=$2; shift 2 ;;
@@ -77,6 +79,8 @@ cp /ordma/cache/target/release/libordma.so $P/libordma-rdmav34.so
 # The data-path test program (qemu-test/progs/verbs-data), built with the provider.
 [ ! -x /ordma/cache/target/release/ordma-verbs-data ] || cp /ordma/cache/target/release/ordma-verbs-data $P/
 [ -z "$KMEMLEAK" ] || touch $P/kmemleak
+# The test tier (scripts/test.sh): the guest exports ORDMA_TIER=full for the tests' long forms.
+[ "${ORDMA_TIER:-}" != full ] || touch $P/tier-full
 [ -z "$BOOT_WARNING" ] || touch $P/boot-warning
 
 MODEL=${MODEL:-/ordma/cache/target/release/ordma-model}
@@ -103,6 +107,24 @@ if [ "$VMS" -gt 1 ]; then
 	fi
 	log "segment ready (hub pid ${children[-1]}, capture shared/segment.pcap${SEGMENT_ARGS:+, args: $SEGMENT_ARGS})"
 fi
+
+# times_split DIR START END: DIR/times.txt, where the guest's wall time went: boot (QEMU's
+# start to the command's: firmware, kernel, init, stage2, the first insmod), tests (the
+# command, less its kmemleak scans), kmemleak (the scans, the guest's own count, in
+# DIR/kmemleak-seconds: one line each) and teardown (the command's end to QEMU's exit: rmmod,
+# the last scan, dmesg, power off). "-" where the guest never got there.
+times_split() {
+	local d=$1 start=$2 end=$3 c= ce= k
+	[ -e "$d/.t-command" ] && c=$(stat -c %.9Y "$d/.t-command")
+	[ -e "$d/.t-command-end" ] && ce=$(stat -c %.9Y "$d/.t-command-end")
+	k=$(awk '{ s += $1 } END { printf "%d", s }' "$d/kmemleak-seconds" 2>/dev/null || echo 0)
+	awk -v s="$start" -v e="$end" -v c="$c" -v ce="$ce" -v k="${k:-0}" 'BEGIN {
+		boot = c == "" ? "-" : sprintf("%d", c - s)
+		tests = ce == "" ? "-" : sprintf("%d", ce - c - k)
+		down = ce == "" ? "-" : sprintf("%d", e - ce)
+		printf "boot=%s tests=%s kmemleak=%d teardown=%s total=%d\n", boot, tests, k, down, e - s
+	}' >"$d/times.txt"
+}
 
 # guest I: starts its NIC models and QEMU, streams its console, serves its control channel,
 # watches its boot, and exits with its status (as a one-guest run's). Run in a subshell of
@@ -166,7 +188,7 @@ guest() {
 		-monitor unix:/tmp/vm$i-monitor.sock,server=on,wait=off
 		-chardev file,id=con,path="$R/console.log" -serial chardev:con
 		-kernel "$K/arch/x86/boot/bzImage" -initrd /tmp/initrd.gz
-		-append "console=ttyS0 panic=-1 quiet nokaslr${BOOT_HANG:+ ordma.test_boot_hang}$APPEND"
+		-append "console=ttyS0 panic=-1 quiet nokaslr${BOOT_HANG:+ ordma.test_boot_hang}$APPEND$KAPPEND"
 		-fsdev local,id=fsroot,path=/ordma/guestroot,security_model=none,readonly=on,multidevs=remap
 		-device virtio-9p-pci,fsdev=fsroot,mount_tag=root
 		-fsdev local,id=fssrc,path=/ordma/src,security_model=none,readonly=on,multidevs=remap
@@ -188,6 +210,11 @@ guest() {
 	printf '%q ' "${QEMU[@]}" >"$R/qemu-cmdline.txt"
 	log "booting the guest (TCG; timeout ${TIMEOUT}s)"
 	local START=$SECONDS QPID
+	# Where the time goes (times.txt, below): the guest marks the command's start and end
+	# with .t-command and .t-command-end, whose modification times are the host's clock.
+	rm -f "$R"/.t-command "$R"/.t-command-end "$R"/kmemleak-seconds
+	local T_START
+	T_START=$(date +%s.%N)
 	"${QEMU[@]}" >"$R/qemu.log" 2>&1 &
 	QPID=$!
 	children+=("$QPID")
@@ -275,9 +302,12 @@ guest() {
 
 	local qrc=0
 	wait "$QPID" || qrc=$?
+	local T_END
+	T_END=$(date +%s.%N)
 	sleep 0.2 # let tail print the console's last lines before we summarise
 	echo $((SECONDS - START)) >"/tmp/vm$i.seconds"
 	log "guest ran $((SECONDS - START)) s; QEMU exit status $qrc"
+	times_split "$R" "$T_START" "$T_END"
 
 	# Any kernel warning, BUG, oops, hung task or RCU stall fails the run, whatever the command
 	# said. Read from the kernel's own log (kernel.log, streamed from /dev/kmsg by the guest;

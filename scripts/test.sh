@@ -1,10 +1,17 @@
 #!/bin/bash
-# `make test`: everything: build root, test kernel, lint (rustfmt, clippy for the module and
-# the workspace), unit tests (cargo test), the fuzz targets (ORDMA_FUZZ_SECONDS, 25, each),
-# the module, NIC model and provider builds, the kconfig check, the debug kernel (KASAN,
-# lockdep, kmemleak, UBSAN) and its module; then the VM runs, two at a time (ORDMA_VM_JOBS):
-# the harness self-test, the VM tests (qemu-test/tests/*.sh), and those marked `# debug: yes`
-# again on the debug kernel.
+# `make test` and `make test-full` (ORDMA_TIER=full): build root, test kernel, lint (rustfmt,
+# clippy for the module and the workspace), unit tests (cargo test), the fuzz targets
+# (ORDMA_FUZZ_SECONDS each: 5, 30 in the full tier), the RTL's lint and bounded proof (and
+# in the full tier a deeper proof and the synthesis), the module, NIC model and provider
+# builds, the kconfig check, the debug kernel (KASAN, lockdep, kmemleak, UBSAN) and its
+# module; then the VM runs, ORDMA_JOBS at a time (cores / 2, at least 2): the harness
+# self-test, the VM tests (qemu-test/tests/*.sh) and some of them again on the debug kernel.
+#
+# The tiers (Documentation/testing.md lists every test's): `make test` runs every VM test
+# but those marked `# tier: full`, and on the debug kernel those marked `# debug: core`;
+# `make test-full` runs every VM test, and on the debug kernel those marked `# debug: core`
+# or `# debug: full`. A test sees its tier in the guest as ORDMA_TIER (full, or empty), and
+# may run a longer form in the full tier.
 #
 # VM tests that need the same machine (same `# nics:` and `# run-args:`) and are not marked
 # `# fresh-vm: yes` run one after another in one boot (a batch, step vm-[debug-]batch<N>),
@@ -30,6 +37,16 @@ failed=0
 T0=$SECONDS
 FILTER=${ORDMA_TEST_FILTER:-}
 FILTER=${FILTER//,/ }
+TIER=${ORDMA_TIER:-}
+case $TIER in
+'' | full) ;;
+*) die "ORDMA_TIER=$TIER: the tiers are full (make test-full) or empty (make test)" ;;
+esac
+export ORDMA_TIER=$TIER
+# VM runs at a time: cores / 2, at least 2 (ORDMA_JOBS; ORDMA_VM_JOBS, its old name, too).
+JOBS=${ORDMA_JOBS:-${ORDMA_VM_JOBS:-$(($(nproc) / 2))}}
+[[ $JOBS =~ ^[0-9]+$ ]] || die "ORDMA_JOBS=$JOBS: a number of VM runs at a time"
+[ "$JOBS" -ge 2 ] || JOBS=2
 
 # selected NAME...: true if any NAME matches T (all do without one).
 selected() {
@@ -55,19 +72,22 @@ step() {
 	name=$1
 	shift
 	log "== $name"
-	STEP_TIME=
+	STEP_TIME= STEP_NOTE=
 	if [ -n "$show" ]; then
 		"$@" 2>&1 | tee "$TR/$name.log" >&2 || rc=$?
 	else
 		"$@" >"$TR/$name.log" 2>&1 || rc=$?
 	fi
 	local t=${STEP_TIME:-$((SECONDS - start))} res=PASS
+	# A VM test's time, for the next run's plan (plan_vm_tests, run_units).
+	case $name in vm-*batch[0-9]*) ;; vm-*) echo "$t" >"$SECS/$name" ;; esac
 	if [ $rc != 0 ]; then
 		res=FAIL
 		failed=$((failed + 1))
 		[ -n "$show" ] || tail -n 25 "$TR/$name.log" | sed 's/^/    /' >&2
 	fi
-	printf '%-4s %-34s %5d s%s\n' "$res" "$name" "$t" "$([ $rc = 0 ] || echo "  (exit $rc; $TR/$name.log)")" |
+	printf '%-4s %-34s %5d s%s%s\n' "$res" "$name" "$t" "${STEP_NOTE:+  $STEP_NOTE}" \
+		"$([ $rc = 0 ] || echo "  (exit $rc; $TR/$name.log)")" |
 		tee -a "$SUMMARY" >&2
 	[ $rc = 0 ] || why_failed "$TR/$name.log" | tee -a "$SUMMARY" >&2
 	return $rc
@@ -180,11 +200,21 @@ klog_outside() {
 }
 splats() { grep -E -f "$ORDMA_SRC/qemu-test/kernel-splats.txt" "$@"; }
 
+# guest_dirs DIR: a run's guests' results folders (DIR itself for one guest; vm<G> for several).
+guest_dirs() {
+	if [ -d "$1/vm0" ]; then
+		ls -d "$1"/vm[0-9]*
+	else
+		echo "$1"
+	fi
+}
+
 # vm_batch VARIANT DIR FILE...: one boot runs the tests one after another
-# (qemu-test/guest/batch.sh). This step's verdict is the machine's: it booted, ran them all
-# in time, and the kernel logged no warning outside the tests (boot, shutdown).
+# (qemu-test/guest/batch.sh; with several guests, in each of them, together). This step's
+# verdict is the machine's: it booted, ran them all in time, and the kernel logged no warning
+# outside the tests (boot, shutdown).
 vm_batch() {
-	local variant=$1 dir=$2 f specs=() total=120 rc=0
+	local variant=$1 dir=$2 f specs=() total=120 rc=0 g
 	shift 2
 	for f; do
 		specs+=("$(basename "$f" .sh):$(test_timeout "$f")")
@@ -195,43 +225,59 @@ vm_batch() {
 	case $rc in
 	0) ;;
 	126) # a kernel warning somewhere: the machine's fault only if outside every test
-		if klog_outside "$dir/kernel.log" | splats; then
-			echo "FAIL: kernel warning outside the tests (boot or shutdown; lines above)"
-			return 126
-		fi
-		[ ! -s "$dir/kmemleak.txt" ] || { echo "FAIL: kmemleak report after the last test"; return 126; }
+		for g in $(guest_dirs "$dir"); do
+			if klog_outside "$g/kernel.log" | splats; then
+				echo "FAIL: kernel warning outside the tests in $g (boot or shutdown; lines above)"
+				return 126
+			fi
+			[ ! -s "$g/kmemleak.txt" ] || { echo "FAIL: kmemleak report after the last test ($g)"; return 126; }
+		done
 		echo "(kernel warnings during tests: see those tests' steps)"
 		rc=0 ;;
 	*) echo "FAIL: the batch's VM exited with status $rc (tests without a verdict fail too)" ;;
 	esac
 	return $rc
 }
-# batch_verdict DIR NAME: one batched test's step: its output, its kernel log, its verdict.
+# batch_verdict DIR NAME: one batched test's step: its output, its kernel log, its verdict
+# (with several guests: each guest's, and the test fails if it failed in any).
 batch_verdict() {
-	local dir=$1 name=$2 d=$1/tests/$2 rc
-	echo "batched in $dir (one boot with: $(cat "$dir/cmd.sh" | tail -n1 | sed 's/.*batch\.sh //'))"
-	[ -f "$d/seconds" ] && STEP_TIME=$(cat "$d/seconds")
+	local dir=$1 name=$2 g rc=0 grc
+	echo "batched in $dir (one boot with: $(tail -n1 "$dir/cmd.sh" | sed 's/.*batch\.sh //'))"
+	for g in $(guest_dirs "$dir"); do
+		grc=0
+		batch_verdict_guest "$g" "$name" || grc=$?
+		[ "$rc" != 0 ] || rc=$grc
+	done
+	return "$rc"
+}
+batch_verdict_guest() {
+	local gdir=$1 name=$2 d=$1/tests/$2 rc s=
+	[ "$gdir" = "$dir" ] || s=" ($(basename "$gdir"))"
+	if [ -f "$d/seconds" ]; then
+		# The test's time: the longest of its guests'.
+		[ -n "$STEP_TIME" ] && [ "$STEP_TIME" -ge "$(cat "$d/seconds")" ] || STEP_TIME=$(cat "$d/seconds")
+	fi
 	mkdir -p "$d"
-	klog_of "$dir/kernel.log" "$name" >"$d/kernel.log" 2>/dev/null || true
-	echo "----- output ($d/output.txt)"
+	klog_of "$gdir/kernel.log" "$name" >"$d/kernel.log" 2>/dev/null || true
+	echo "----- output$s ($d/output.txt)"
 	cat "$d/output.txt" 2>/dev/null || true
 	if [ ! -s "$d/rc" ]; then
-		echo "----- kernel log while it ran ($d/kernel.log)"
+		echo "----- kernel log while it ran$s ($d/kernel.log)"
 		tail -n 40 "$d/kernel.log"
-		echo "FAIL: the test did not finish (the VM stopped or timed out; see $dir)"
+		echo "FAIL: the test did not finish$s (the VM stopped or timed out; see $gdir)"
 		return 125
 	fi
 	rc=$(cat "$d/rc")
-	echo "----- exit status $rc"
+	echo "----- exit status $rc$s"
 	if splats "$d/kernel.log" >"$d/kernel-splats.txt"; then
-		echo "KERNEL WARNING during this test ($d/kernel.log):"
+		echo "KERNEL WARNING during this test$s ($d/kernel.log):"
 		head -n 20 "$d/kernel-splats.txt"
 		[ "$rc" != 0 ] || rc=126
 	else
 		rm -f "$d/kernel-splats.txt"
 	fi
 	if [ -s "$d/kmemleak.txt" ]; then
-		echo "KMEMLEAK: unreferenced objects after this test ($d/kmemleak.txt):"
+		echo "KMEMLEAK: unreferenced objects after this test$s ($d/kmemleak.txt):"
 		grep -m 5 'unreferenced object\|comm "' "$d/kmemleak.txt" || true
 		[ "$rc" != 0 ] || rc=126
 	fi
@@ -239,21 +285,39 @@ batch_verdict() {
 }
 
 # The VM runs (boots) are units: a batch, a lone test, the harness self-test. They run in the
-# background, ORDMA_VM_JOBS (2) at once, the longest kinds first (the debug kernel's), each
-# writing its step's log as it goes; their steps are reported in the order below, as each
-# one's result is in. UNITS: the units in report order; UNIT_CMD[u]: its command;
-# UNIT_AFTER[u]: the steps reported after it (a batch's tests: "DIR NAME ...").
+# background, ORDMA_JOBS guests at once (a run of several guests counts each), the longest
+# first by the times the tests took last (in $ORDMA_STATE/vm-seconds/), each writing its
+# step's log as it goes; their steps are reported in the order below, as each one's result is
+# in. UNITS: the units in report order; UNIT_CMD[u]: its command; UNIT_AFTER[u]: the steps
+# reported after it (a batch's tests: "DIR NAME ..."); UNIT_EST[u]: its expected seconds;
+# UNIT_WEIGHT[u]: its guests.
 UNITS=()
-declare -A UNIT_CMD=() UNIT_AFTER=() UNIT_ALONE=()
+declare -A UNIT_CMD=() UNIT_AFTER=() UNIT_ALONE=() UNIT_EST=() UNIT_WEIGHT=()
+SECS=$ORDMA_STATE/vm-seconds
+mkdir -p "$SECS"
 # guests FILE: the guests a VM test boots (its `# run-args: --vms N`, else 1).
 guests() { sed -n 's/^# run-args:.*--vms \([0-9]*\).*/\1/p' "$1" | head -n1 | grep . || echo 1; }
+# est STEP: the seconds STEP took last time (a guess where it never ran: 60, 150 on the debug
+# kernel).
+est() {
+	local t
+	t=$(cat "$SECS/$1" 2>/dev/null) || t=
+	[[ $t =~ ^[0-9]+$ ]] || t=$([[ $1 == vm-debug-* ]] && echo 150 || echo 60)
+	echo "$t"
+}
+# A batch is cut where its tests' expected time passes ORDMA_BATCH_SECONDS (300; 600 on the
+# debug kernel, whose boot costs more): boots of the default kernel are cheap (≈ 10 s), and
+# batches of similar length keep every slot of the pool busy to the end.
+batch_limit() { echo "${ORDMA_BATCH_SECONDS:-$([ "$1" = debug ] && echo 600 || echo 300)}"; }
 # plan_vm_tests VARIANT FILE...: the selected tests, grouped into boots by the machine they need.
 plan_vm_tests() {
-	local variant=$1 f key keys=() n=0 i u
+	local variant=$1 f key keys=() n=0 i u pre=vm-${1:+$1-} limit sum chunk=() boot e
 	shift
+	limit=$(batch_limit "$variant")
+	boot=$([ "$variant" = debug ] && echo 70 || echo 15)
 	declare -A group=()
 	for f; do
-		selected "vm-${variant:+$variant-}$(basename "$f" .sh)" || continue
+		selected "$pre$(basename "$f" .sh)" || continue
 		if test_fresh "$f" || [ "${ORDMA_BATCH:-1}" = 0 ]; then
 			key="fresh $f"
 		else
@@ -262,25 +326,42 @@ plan_vm_tests() {
 		[ -n "${group[$key]:-}" ] || keys+=("$key")
 		group[$key]+="$f "
 	done
-	for key in "${keys[@]}"; do
-		read -r -a fs <<<"${group[$key]}"
+	# add_unit FILE...: one boot for these tests.
+	add_unit() {
+		local fs=("$@") e=$boot i
+		for i in "${fs[@]}"; do e=$((e + $(est "$pre$(basename "$i" .sh)"))); done
 		if [ ${#fs[@]} = 1 ]; then
-			u=vm-${variant:+$variant-}$(basename "${fs[0]}" .sh)
-			UNITS+=("$u")
+			u=$pre$(basename "${fs[0]}" .sh)
 			UNIT_CMD[$u]="vm_test $(printf '%q ' "${fs[0]}" "$variant")"
 			# Three guests or more on the debug kernel run alone: beside another run
 			# (6 debug vCPUs and 2 more on 2 cores) a guest's early boot was seen to hang
 			# in the clocksource watchdog and to take an interrupt KASAN reports.
 			[ "$variant" != debug ] || [ "$(guests "${fs[0]}")" -lt 3 ] || UNIT_ALONE[$u]=1
-			continue
+		else
+			n=$((n + 1))
+			u=${pre}batch$n
+			UNIT_CMD[$u]="vm_batch $(printf '%q ' "$variant" "$TR/$u" "${fs[@]}")"
+			for i in "${fs[@]}"; do
+				UNIT_AFTER[$u]+="$pre$(basename "$i" .sh):$(basename "$i" .sh) "
+			done
 		fi
-		n=$((n + 1))
-		u=vm-${variant:+$variant-}batch$n
 		UNITS+=("$u")
-		UNIT_CMD[$u]="vm_batch $(printf '%q ' "$variant" "$TR/$u" "${fs[@]}")"
+		UNIT_EST[$u]=$e
+		UNIT_WEIGHT[$u]=$(guests "${fs[0]}")
+	}
+	for key in "${keys[@]}"; do
+		read -r -a fs <<<"${group[$key]}"
+		chunk=() sum=0
 		for i in "${fs[@]}"; do
-			UNIT_AFTER[$u]+="vm-${variant:+$variant-}$(basename "$i" .sh):$(basename "$i" .sh) "
+			e=$(est "$pre$(basename "$i" .sh)")
+			if [ ${#chunk[@]} -gt 0 ] && [ $((sum + e)) -gt "$limit" ]; then
+				add_unit "${chunk[@]}"
+				chunk=() sum=0
+			fi
+			chunk+=("$i")
+			sum=$((sum + e))
 		done
+		[ ${#chunk[@]} = 0 ] || add_unit "${chunk[@]}"
 	done
 }
 # run_unit NAME: its command, its log in $TR/NAME.run.log; then NAME.rc and NAME.seconds.
@@ -294,8 +375,13 @@ run_unit() {
 }
 # unit_result NAME: a finished unit's log and exit status, as its step.
 unit_result() {
+	local t
 	cat "$TR/.units/$1.log"
 	STEP_TIME=$(cat "$TR/.units/$1.seconds")
+	# Where a VM run's time went (qemu-test/vm-inner.sh's times.txt; guest 0's of several).
+	t=$(guest_dirs "$TR/$1" | head -n1)/times.txt
+	[ ! -s "$t" ] || STEP_NOTE=$(awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+		printf "[boot %s s, tests %s s, kmemleak %s s, teardown %s s]", v["boot"], v["tests"], v["kmemleak"], v["teardown"] }' "$t")
 	return "$(cat "$TR/.units/$1.rc")"
 }
 kill_tree() { # PID: it and all its descendants, SIGTERM
@@ -306,22 +392,31 @@ kill_tree() { # PID: it and all its descendants, SIGTERM
 # run_units: all of UNITS, the pool in the background; each step reported in order as its
 # unit finishes.
 run_units() {
-	local u t jobs=${ORDMA_VM_JOBS:-2} order=()
+	local u t jobs=$JOBS order=()
 	[ ${#UNITS[@]} -gt 0 ] || return 0
 	mkdir -p "$TR/.units"
-	# Longest first: the debug kernel's runs, then the rest, each in report order.
-	for u in "${UNITS[@]}"; do [[ $u == vm-debug-* ]] && order+=("$u"); done
-	for u in "${UNITS[@]}"; do [[ $u == vm-debug-* ]] || order+=("$u"); done
-	log "${#UNITS[@]} VM runs, $jobs at a time (ORDMA_VM_JOBS)"
+	# Longest first (what a pool of equal slots finishes soonest with), by the estimates.
+	mapfile -t order < <(for u in "${UNITS[@]}"; do echo "${UNIT_EST[$u]:-100} $u"; done | sort -k1,1nr -s | cut -d' ' -f2)
+	log "${#UNITS[@]} VM runs, $jobs guests at a time (ORDMA_JOBS), longest first: $(for u in "${order[@]}"; do printf '%s (~%s s) ' "$u" "${UNIT_EST[$u]:-?}"; done)"
 	(
+		declare -A held=()
+		used=0
+		# reap: wait for one run to end, and give back its guests.
+		reap() {
+			local p=
+			wait -n -p p || true
+			[ -n "$p" ] || { used=0; held=(); return; }
+			used=$((used - ${held[$p]:-0}))
+			unset "held[$p]"
+		}
 		for u in "${order[@]}"; do
-			if [ -n "${UNIT_ALONE[$u]:-}" ]; then
-				wait
-				run_unit "$u"
-				continue
-			fi
-			while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+			w=${UNIT_WEIGHT[$u]:-1}
+			[ -z "${UNIT_ALONE[$u]:-}" ] || w=$jobs
+			[ "$w" -le "$jobs" ] || w=$jobs
+			while [ "$used" -gt 0 ] && [ $((used + w)) -gt "$jobs" ]; do reap; done
 			run_unit "$u" &
+			held[$!]=$w
+			used=$((used + w))
 		done
 		wait
 	) &
@@ -343,9 +438,16 @@ run_units() {
 	wait "$pool" || true
 }
 
-TESTS=("$ORDMA_SRC"/qemu-test/tests/*.sh)
-DEBUG_TESTS=()
-for f in "${TESTS[@]}"; do grep -qx '# debug: yes' "$f" && DEBUG_TESTS+=("$f"); done
+# The tier's VM tests: `# tier: full` ones only in the full tier; on the debug kernel those
+# marked `# debug: core`, and in the full tier `# debug: full` too.
+TESTS=() DEBUG_TESTS=()
+for f in "$ORDMA_SRC"/qemu-test/tests/*.sh; do
+	[ -n "$TIER" ] || ! grep -qx '# tier: full' "$f" || continue
+	TESTS+=("$f")
+	if grep -qx '# debug: core' "$f" || { [ -n "$TIER" ] && grep -qx '# debug: full' "$f"; }; then
+		DEBUG_TESTS+=("$f")
+	fi
+done
 vm_names() { local f; for f in "${@:2}"; do echo "vm-${1:+$1-}$(basename "$f" .sh)"; done; }
 mapfile -t VM_NAMES < <(vm_names "" "${TESTS[@]}")
 mapfile -t VM_DEBUG_NAMES < <(vm_names debug "${DEBUG_TESTS[@]}")
@@ -354,7 +456,7 @@ need_vm=; need_debug=
 selected host-harness-selftest "${VM_NAMES[@]}" && need_vm=1
 selected build-kernel-debug module-build-debug "${VM_DEBUG_NAMES[@]}" && need_debug=1
 [ -z "$need_debug" ] || need_vm=1
-ALL_STEPS=(build-root build-kernel lint-rustfmt lint-cargo-clippy cargo-test rtl-lint rtl-formal fuzz module-clippy model-build
+ALL_STEPS=(build-root build-kernel lint-rustfmt lint-cargo-clippy cargo-test rtl-lint rtl-formal $([ -z "$TIER" ] || echo rtl-synth) fuzz module-clippy model-build
 	provider-build module-build host-kconfig-check host-harness-selftest "${VM_NAMES[@]}"
 	build-kernel-debug module-build-debug "${VM_DEBUG_NAMES[@]}")
 if [ -n "$FILTER" ]; then
@@ -362,7 +464,7 @@ if [ -n "$FILTER" ]; then
 	log "T=$FILTER: only the matching steps (and the builds they need)"
 fi
 
-log "test results: $TR"
+log "test results: $TR (${TIER:+the $TIER tier: }${#TESTS[@]} VM tests, ${#DEBUG_TESTS[@]} on the debug kernel)"
 step --show build-root "$ORDMA_SRC/scripts/build-root.sh" || { log "no build root; stopping"; exit 1; }
 "$ORDMA_SRC/scripts/root-versions.sh" --check || true
 step --show build-kernel "$ORDMA_SRC/scripts/build-kernel.sh" || { log "no test kernel; stopping"; exit 1; }
@@ -372,13 +474,22 @@ step --show build-kernel "$ORDMA_SRC/scripts/build-kernel.sh" || { log "no test 
 ! selected cargo-test || step cargo-test inroot 'cargo test --workspace --features ordma-model/rtl' || true
 # The NIC's RTL (rtl/hdl): Verilator's lint of every block and mutant.
 ! selected rtl-lint || step rtl-lint inroot 'bash rtl/hdl/lint.sh' || true
-# ... and the mux's bounded proof (yosys smtbmc, z3), its mutants caught.
-! selected rtl-formal || step rtl-formal inroot 'bash rtl/hdl/formal.sh' || true
-# The model's parsers under libFuzzer, ORDMA_FUZZ_SECONDS (25) per target; a crash's input is
+# ... and the mux's bounded proof (yosys smtbmc, z3), its mutants caught: 7 cycles, 10 in the
+# full tier (ORDMA_FORMAL_DEPTH).
+! selected rtl-formal || step rtl-formal inroot "ORDMA_FORMAL_DEPTH=${ORDMA_FORMAL_DEPTH:-$([ -n "$TIER" ] && echo 10 || echo 7)} bash rtl/hdl/formal.sh" || true
+# The full tier: the blocks synthesized and placed for an ECP5 (rtl/hdl/synth.sh; the figures
+# in hardware.md), their reports in the step's folder.
+rtl_synth() {
+	mkdir -p "$TR/rtl-synth"
+	"$ORDMA_SRC/scripts/in-root" --results "$TR/rtl-synth" -- bash -c 'cd /ordma/src && bash rtl/hdl/synth.sh /ordma/results'
+}
+[ -z "$TIER" ] || ! selected rtl-synth || step rtl-synth rtl_synth || true
+# The model's parsers under libFuzzer, ORDMA_FUZZ_SECONDS (5; 30 in the full tier) per target; a crash's input is
 # kept in the step's folder (scripts/fuzz.sh).
 fuzz() {
 	mkdir -p "$TR/fuzz"
-	"$ORDMA_SRC/scripts/in-root" --results "$TR/fuzz" -- bash /ordma/src/scripts/fuzz.sh "${ORDMA_FUZZ_SECONDS:-25}"
+	"$ORDMA_SRC/scripts/in-root" --results "$TR/fuzz" -- bash /ordma/src/scripts/fuzz.sh \
+		"${ORDMA_FUZZ_SECONDS:-$([ -n "$TIER" ] && echo 30 || echo 5)}"
 }
 ! selected fuzz || step fuzz fuzz || true
 ! selected module-clippy || step module-clippy module_clippy || true

@@ -12,14 +12,51 @@
 # the test during which it was logged. `dmesg` in a test shows the kernel's messages since
 # its own load of ordma (dmesg -C before it). Exits 0 once all have run: verdicts are per
 # test.
+#
+# Several guests (qemu-test/run --vms N): every guest runs the batch, and the guests meet
+# before each test and after it (flags in /ordma/shared/.batch/), so a test starts in all of
+# them together; each test gets a shared folder of its own (/ordma/shared/NAME, as
+# ORDMA_VM_SHARED, where qemu-test/progs/vms.sh keeps its rendezvous flags), so one test's
+# flags never satisfy another's; before each test guest 0 clears the segment's faults and
+# every guest its NIC ports' (what a failed test may have left behind). A
+# guest that does not arrive (its test hung, or it died) delays the others by at most the
+# test's timeout, and the test is still run and judged in each guest that is there.
 R=/ordma/results
 KO=/ordma/payload/ordma.ko
 K=/sys/kernel/debug/kmemleak
+if [ -n "${ORDMA_VM:-}" ] && [ -n "${ORDMA_VMS:-}" ]; then
+	source /ordma/src/qemu-test/progs/nic-control.sh
+	mkdir -p /ordma/shared/.batch
+fi
+# meet NAME SECONDS: with several guests, wait until every guest has reached NAME (at most
+# SECONDS); prints who did not.
+meet() {
+	[ -n "${ORDMA_VMS:-}" ] || return 0
+	local f=/ordma/shared/.batch/$1 g n missing
+	: >"$f.vm$ORDMA_VM"
+	for ((n = 0; n < $2 * 5; n++)); do
+		missing=
+		for ((g = 0; g < ORDMA_VMS; g++)); do [ -e "$f.vm$g" ] || missing+=" vm$g"; done
+		[ -n "$missing" ] || return 0
+		sleep 0.2
+	done
+	echo "[batch] $1: not reached by$missing within $2 s"
+	return 1
+}
 for spec; do
 	name=${spec%:*}
 	t=${spec##*:}
 	d=$R/tests/$name
 	mkdir -p "$d"
+	if [ -n "${ORDMA_VMS:-}" ]; then
+		meet "$name.begin" "$((t + 60))" || true
+		export ORDMA_VM_SHARED=/ordma/shared/$name
+		mkdir -p "$ORDMA_VM_SHARED"
+		[ "$ORDMA_VM" != 0 ] || nic_ctl segment clear >/dev/null || echo "[batch] the segment's faults were not cleared"
+		# ... and each of this guest's NIC ports' own (`wire`), which a failed test may leave.
+		for ((j = 0; j < 8; j++)); do nic_ctl "$j" wire clear >/dev/null 2>&1 || break; done
+		meet "$name.ready" 60 || true
+	fi
 	echo "ordma-batch: begin $name" >/dev/kmsg
 	echo "[batch] ===== $name (timeout ${t}s)"
 	start=$SECONDS
@@ -42,15 +79,18 @@ for spec; do
 	fi
 	if [ -e /ordma/payload/kmemleak ] && [ -e $K ]; then
 		# As stage2 does at the end of a run: reported once unreferenced over two scans, 5 s old.
+		ks=$SECONDS
 		sleep 6
 		echo scan >$K
 		echo scan >$K
 		cat $K >"$d/kmemleak.txt"
 		echo clear >$K
+		echo "$((SECONDS - ks))" | tee "$d/kmemleak-seconds" >>"$R/kmemleak-seconds"
 	fi
 	echo "$((SECONDS - start))" >"$d/seconds"
 	echo "$rc" >"$d/rc"
 	echo "ordma-batch: end $name rc=$rc" >/dev/kmsg
 	echo "[batch] ===== $name: exit status $rc"
+	meet "$name.end" "$((t + 60))" || true
 done
 exit 0

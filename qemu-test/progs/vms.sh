@@ -18,7 +18,8 @@
 #                             NIC models killed, as pulling the plug); does not return
 # Needs qemu-test/progs/server-client.sh's wait_listen.
 [ -n "${ORDMA_VM:-}" ] && [ -d /ordma/shared ] || { echo "FAIL: not a guest of qemu-test/run --vms"; exit 1; }
-VM_SHARED=/ordma/shared
+# A batch of several guests (qemu-test/guest/batch.sh) gives each test a folder of its own.
+VM_SHARED=${ORDMA_VM_SHARED:-/ordma/shared}
 vm_ip() { echo "10.0.0.$(($1 + 1))"; }
 vm_flag() {
 	: >"$VM_SHARED/.$1.tmp"

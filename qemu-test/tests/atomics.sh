@@ -19,7 +19,7 @@
 # On the debug kernel (KASAN, lockdep, kmemleak) perftest and rdma-core's tests (user space
 # only) are left to the default kernel's run.
 # nics: 2
-# debug: yes
+# debug: full
 # timeout: 600
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }

@@ -10,7 +10,7 @@
 # with -e (a CQ event per iteration) while a second pair does so at the same time; the NIC
 # holds nothing afterwards.
 # nics: 1
-# debug: yes
+# debug: full
 # timeout: 900
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }

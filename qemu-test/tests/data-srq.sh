@@ -24,7 +24,7 @@
 # On the debug kernel the pingpongs, perftest and rdma-core's tests (user space only) are
 # left to the default kernel's run.
 # nics: 1
-# debug: yes
+# debug: full
 # timeout: 900
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }

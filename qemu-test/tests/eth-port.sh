@@ -21,7 +21,7 @@
 # nics: 2
 # run-args: --link-layer ethernet
 # fresh-vm: yes
-# debug: yes
+# debug: full
 # timeout: 900
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }

@@ -13,7 +13,7 @@
 #    makes it fatal): EIO, and the MR's pages stay pinned until unbind too. rmmod is
 #    clean, nothing pinned.
 # nics: 1
-# debug: yes
+# debug: full
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 P=/ordma/src/qemu-test/progs

@@ -9,7 +9,7 @@
 # and a QP (769 pages of rings and record) when the NIC dies and is killed after: their
 # destroys cannot reach the dead NIC, so the pages stay pinned until unbind has stopped it.
 # nics: 1
-# debug: yes
+# debug: full
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 P=/ordma/src/qemu-test/progs

@@ -4,7 +4,7 @@
 # it again fails with ENODEV (the NIC does not respond: reads return all ones); NIC 0 keeps
 # working; rmmod is clean.
 # nics: 2
-# debug: yes
+# debug: full
 # fresh-vm: yes
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }

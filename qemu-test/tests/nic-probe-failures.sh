@@ -11,7 +11,7 @@
 # run-args: --nic-args 0 "--inject bad-version"
 # run-args: --nic-args 1 "--inject reset-stuck"
 # run-args: --nic-args 2 "--inject query-device-error"
-# debug: yes
+# debug: full
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 source /ordma/src/qemu-test/progs/nic-control.sh

@@ -19,7 +19,6 @@
 # nics: 1
 # run-args: --vms 2
 # run-args: --link-layer ethernet
-# fresh-vm: yes
 # timeout: 900
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }

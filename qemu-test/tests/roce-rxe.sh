@@ -17,7 +17,6 @@
 # run-args: --vms 2
 # run-args: --link-layer ethernet
 # run-args: --capture
-# fresh-vm: yes
 # timeout: 900
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }

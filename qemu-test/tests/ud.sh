@@ -20,7 +20,7 @@
 # On the debug kernel (KASAN, lockdep, kmemleak) the pingpongs, perftest and rdma-core's
 # tests (user space only) are left to the default kernel's run.
 # nics: 2
-# debug: yes
+# debug: full
 # timeout: 600
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }

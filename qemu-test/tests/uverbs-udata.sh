@@ -9,7 +9,7 @@
 # nics: 2
 # run-args: --nic-args 0 "--log-level debug --guid 0x02000000000000b0 --attr fw_ver=4.5.6 --attr max_qp=1000 --attr max_pd=1000 --attr max_cq=1000 --attr max_mr=4000 --attr max_qp_wr=4096 --attr max_cqe=32768"
 # run-args: --nic-args 1 "--guid 0x02000000000000b1 --attr max_qp=77 --attr max_pd=4 --attr max_cq=5 --attr max_mr=6"
-# debug: yes
+# debug: full
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 . /ordma/src/qemu-test/progs/nic-control.sh

@@ -7,7 +7,7 @@
 # a process killed while holding a PD, MRs, CQs and QPs leaves nothing on the NIC, in
 # `rdma resource` or pinned (its rings' pages released, /proc/vmstat's FOLL_PIN counts).
 # nics: 1
-# debug: yes
+# debug: full
 # timeout: 400
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }

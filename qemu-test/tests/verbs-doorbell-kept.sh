@@ -10,7 +10,7 @@
 # contexts get every user page but that one (2046 of 2047). Unbind resets the NIC and
 # releases the kept rings; after rebind all 2047 pages are handed out again.
 # nics: 1
-# debug: yes
+# debug: full
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 P=/ordma/src/qemu-test/progs

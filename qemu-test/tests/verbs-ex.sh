@@ -37,7 +37,7 @@
 # ALLOC_MW and DEALLOC_MW).
 # nics: 2
 # timeout: 600
-# debug: yes
+# debug: full
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 P=/ordma/src/qemu-test/progs

@@ -3,7 +3,7 @@
 # context leaves nothing behind: ib_core destroys what it held through the driver, and the
 # NIC's PD table (its model's `status`, through the control channel) is empty again.
 # nics: 1
-# debug: yes
+# debug: full
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
 P=/ordma/src/qemu-test/progs

@@ -11,7 +11,7 @@
 # the same for a CQ and a QP (their rings and record) another process holds.
 # nics: 1
 # fresh-vm: yes
-# debug: yes
+# debug: full
 # run-args: --nic-args 0 "--log-level debug"
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }

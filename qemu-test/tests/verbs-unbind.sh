@@ -10,7 +10,7 @@
 #    gets EIO and closes cleanly. No oops either way.
 # nics: 2
 # run-args: --nic-args 0 "--log-level debug"
-# debug: yes
+# debug: full
 # fresh-vm: yes
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }
