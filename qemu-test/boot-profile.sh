@@ -21,6 +21,7 @@ done
 for v in "${variants[@]}"; do
 	res=$ORDMA_SRC/qemu-test/results/boot-profile${v:+-$v}
 	rm -rf "$res"
+	mkdir -p "$(dirname "$res")"
 	ORDMA_KERNEL=$v "$ORDMA_SRC/qemu-test/run" --nics "$NICS" --append initcall_debug --results "$res" -- true \
 		>"$res.out" 2>&1 || { tail -n 20 "$res.out"; die "the ${v:-default} kernel's run failed ($res)"; }
 	k=$res/kernel.log

@@ -5,7 +5,17 @@
 #                     event KIND DATA [COUNT], mr KEY, status) to NIC model I; prints the
 #                     reply line; status 0 for "ok...",
 #                     1 for "error..." or no reply within 30 s
+#   nic_mark I        remember NIC model I's counters (`status`) now
+#   nic_since I NAME  how much its counter NAME grew since nic_mark I: what a test must
+#                     check, not the counter itself, when it may share a boot with others
 # The caller defines fail().
+nic_mark() { declare -g "_nic_mark_$1=$(nic_ctl "$1" status)"; }
+nic_since() {
+	local v=_nic_mark_$1 now was
+	now=$(nic_ctl "$1" status | tr ' ' '\n' | sed -n "s/^$2=//p")
+	was=$(tr ' ' '\n' <<<"${!v:-}" | sed -n "s/^$2=//p")
+	echo $((${now:-0} - ${was:-0}))
+}
 kill_nic() {
 	# Created under another name, then renamed: the harness renames the request away as
 	# soon as it sees it, which would fail a `touch` still setting the file's times.

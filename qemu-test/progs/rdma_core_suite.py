@@ -2,11 +2,16 @@
 # SPDX-License-Identifier: GPL-2.0
 """rdma-core's own test suite on ordma against soft-RoCE in the same guest.
 
-Usage: rdma_core_suite.py ORDMA_OUT RXE_OUT
+Usage: rdma_core_suite.py ORDMA_OUT RXE_OUT [--record FILE] [--check-record FILE]
 
 Both files are `run_tests.py --dev DEV -v` outputs (unittest's verbose form: a line
 "name (module.Class.name) ... outcome", the outcome on the next line when the test has a
-docstring). What must hold:
+docstring). RXE_OUT may also be a recording of soft-RoCE's results (RECORD_HEADER, then a
+line "outcome<TAB>test<TAB>reason" per test), as `make test` compares with: rdma-core and the
+kernel are pinned, so soft-RoCE's results are too, and `make test-full` runs soft-RoCE live
+and checks the recording against it (--check-record: its outcomes must be the live ones;
+--record FILE writes the live ones, to be copied over the recording when they change).
+What must hold:
   - no test fails or errs on ordma (test_rdmacm aside: rdma_cm comes with kernel consumers);
   - every test that passes on soft-RoCE passes on ordma (test_rdmacm aside);
   - every test that does not run on ordma is skipped by the test itself, for the reason it
@@ -38,6 +43,7 @@ PENDING = {}
 
 
 CRASHED = re.compile(r"^CRASHED: (tests\.\w+)")
+RECORD_HEADER = "# rdma-core 56.1's suite on soft-RoCE (rxe0), recorded by rdma_core_suite.py --record"
 
 
 def parse(path):
@@ -46,6 +52,15 @@ def parse(path):
     crashed = []
     pending = None
     with open(path, errors="replace") as f:
+        if f.readline().rstrip("\n") == RECORD_HEADER:
+            for line in f:
+                o, t, reason = (line.rstrip("\n").split("\t") + ["", ""])[:3]
+                if o.startswith("crashed-module"):
+                    crashed.append(t)
+                elif t:
+                    results[t] = (o, reason)
+            return results, crashed
+        f.seek(0)
         for line in f:
             line = line.rstrip("\n")
             c = CRASHED.match(line)
@@ -75,15 +90,43 @@ def tally(name, r):
             f"{c['FAIL'] + c['ERROR'] + c['crashed']} failed of {len(r)}")
 
 
+def record(path, results, crashed):
+    """Writes soft-RoCE's results as a recording (RECORD_HEADER)."""
+    with open(path, "w") as f:
+        print(RECORD_HEADER, file=f)
+        for m in crashed:
+            print(f"crashed-module\t{m}\t", file=f)
+        for t, (o, reason) in sorted(results.items()):
+            print(f"{o}\t{t}\t{reason}", file=f)
+
+
 def main():
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    opts = {}
+    while len(args) > 2 and args[-2] in ("--record", "--check-record"):
+        opts[args[-2]] = args[-1]
+        args = args[:-2]
+    if len(args) != 2:
         print(__doc__)
         return 2
-    (ordma, ordma_crashed), (rxe, rxe_crashed) = parse(sys.argv[1]), parse(sys.argv[2])
+    (ordma, ordma_crashed), (rxe, rxe_crashed) = parse(args[0]), parse(args[1])
     if not ordma or not rxe:
         print(f"FAIL: no test results parsed (ordma0 {len(ordma)}, rxe0 {len(rxe)})")
         return 1
     bad = [f"{m} crashed on ordma0" for m in ordma_crashed]
+    if "--record" in opts:
+        record(opts["--record"], rxe, rxe_crashed)
+    if "--check-record" in opts:
+        rec, rec_crashed = parse(opts["--check-record"])
+        live = {t: o for t, (o, _) in rxe.items()}
+        was = {t: o for t, (o, _) in rec.items()}
+        diff = sorted(t for t in set(live) | set(was) if live.get(t) != was.get(t))
+        for t in diff[:20]:
+            bad.append(f"{t}: {was.get(t, 'absent')} in the recording, {live.get(t, 'absent')} on rxe0 now")
+        if diff or sorted(rec_crashed) != sorted(rxe_crashed):
+            bad.append(f"the recording of soft-RoCE's results ({opts['--check-record']}) is not what rxe0 "
+                       f"does now ({len(diff)} tests differ; crashed {rec_crashed} then, {rxe_crashed} now): "
+                       f"copy {opts.get('--record', 'the --record file')} over it")
     for t, (o, _) in sorted(ordma.items()):
         if t.startswith(EXEMPT):
             continue
