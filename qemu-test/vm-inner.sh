@@ -188,7 +188,7 @@ guest() {
 		-monitor unix:/tmp/vm$i-monitor.sock,server=on,wait=off
 		-chardev file,id=con,path="$R/console.log" -serial chardev:con
 		-kernel "$K/arch/x86/boot/bzImage" -initrd /tmp/initrd.gz
-		-append "console=ttyS0 panic=-1 quiet nokaslr${BOOT_HANG:+ ordma.test_boot_hang}$APPEND$KAPPEND"
+		-append "console=ttyS0 panic=-1 quiet nokaslr pty.legacy_count=0${BOOT_HANG:+ ordma.test_boot_hang}$APPEND$KAPPEND"
 		-fsdev local,id=fsroot,path=/ordma/guestroot,security_model=none,readonly=on,multidevs=remap
 		-device virtio-9p-pci,fsdev=fsroot,mount_tag=root
 		-fsdev local,id=fssrc,path=/ordma/src,security_model=none,readonly=on,multidevs=remap
