@@ -1,9 +1,16 @@
 # Sourced by VM tests: fault injection and the NIC models' control channel, through the
 # harness (qemu-test/vm-inner.sh).
-#   kill_nic I        ask the harness to kill NIC model I and wait until it has
-#   nic_ctl I WORDS   send a control request (link up|down, fatal [CODE], inject FAULT,
-#                     event KIND DATA [COUNT], mr KEY, status) to NIC model I; prints the
-#                     reply line; status 0 for "ok...",
+#   kill_nic I        ask the harness to kill NIC model I and wait until it has (the model
+#                     process is gone for good: the guest needs a new boot to get it back)
+#   soft_kill_nic I [fatal]  kill NIC I softly (the model's `die`, hardware.md "The model's
+#                     control channel"): the NIC forgets everything it holds and stops
+#                     answering (BAR0 reads all ones, as kill_nic's) while its model process
+#                     lives on; a PCI function reset (pci_reset in pci-bind.sh) revives it as a
+#                     new NIC. With `fatal`: it goes fatal and forgets everything, and the
+#                     driver's own reset (unbind, bind) revives it
+#   nic_ctl I WORDS   send a control request (link up|down, fatal [CODE], inject FAULT
+#                     [until-reset], die [fatal], event KIND DATA [COUNT], mr KEY, status) to
+#                     NIC model I; prints the reply line; status 0 for "ok...",
 #                     1 for "error..." or no reply within 30 s
 #   nic_mark I        remember NIC model I's counters (`status`) now
 #   nic_since I NAME  how much its counter NAME grew since nic_mark I: what a test must
@@ -26,6 +33,11 @@ kill_nic() {
 		sleep 0.1
 	done
 	fail "the harness did not kill NIC model $1"
+}
+
+soft_kill_nic() {
+	local reply
+	reply=$(nic_ctl "$1" die ${2:+"$2"}) || fail "NIC $1 did not die${2:+ ($2)}: $reply"
 }
 
 # Waits `1/10` s without starting a process (a `sleep` costs an exec, which is slow under the

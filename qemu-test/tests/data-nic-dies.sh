@@ -12,6 +12,7 @@
 # - no kernel warning (the harness), and the module unloads.
 # nics: 2
 # fresh-vm: yes
+# tier: full
 # timeout: 400
 set -euo pipefail
 fail() { echo "FAIL: $*"; exit 1; }

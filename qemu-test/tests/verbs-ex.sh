@@ -32,7 +32,7 @@
 #   re-registration tests (test_mr -k rereg: access, atomic access, PD, address, with
 #   traffic) pass;
 # - neither NIC holds a PD, MR, CQ, QP or memory window afterwards.
-# On the debug kernel (`# debug: yes`) the ex, rereg and mw checks alone, loopback: the
+# On the debug kernel (`# debug: full`) the ex, rereg and mw checks alone, loopback: the
 # kernel's part (CREATE_CQ's extended command, CREATE_QP from ibv_create_qp_ex, REREG_MR,
 # ALLOC_MW and DEALLOC_MW).
 # nics: 2

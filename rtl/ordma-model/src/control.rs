@@ -8,13 +8,39 @@
 //! |---|---|
 //! | `link up`, `link down` | the port's link changes; `PORT_ACTIVE`/`PORT_DOWN` is posted (MSI-X if armed) |
 //! | `fatal [CODE]` | the NIC stops as on an internal error: `STATUS.FATAL`, `ERROR = CODE` (default `ERR_INTERNAL`, 5), `EVENT_FATAL` |
-//! | `inject FAULT` | arms an `--inject` fault now (`none` clears it): e.g. `destroy-fails` (`DESTROY_CQ`/`DESTROY_QP` fail, the queues stay), `admin-stuck` (no admin command completes), `admin-dies` (the next admin doorbell makes the NIC fatal) |
+//! | `inject FAULT [until-reset]` | arms an `--inject` fault now (`none` clears it): e.g. `destroy-fails` (`DESTROY_CQ`/`DESTROY_QP` fail, the queues stay), `admin-stuck` (no admin command completes), `admin-dies` (the next admin doorbell makes the NIC fatal). It lasts through every reset until disarmed; with `until-reset`, until the next function reset disarms it |
+//! | `die`, `die fatal` | the NIC dies softly (below); an error reply if it is dead already (`die fatal`: or fatal) |
 //! | `event KIND DATA [COUNT]` | posts COUNT (1..=64, default 1) events of any kind with `data` DATA, as the NIC would |
 //! | `doorbell-pages` | `ok PAGE=N ...`: each doorbell page written since the model started, with its count of 32-bit writes (accepted or not) |
 //! | `counters` | `ok sent_pkts=N rcvd_pkts=N ...`: port 1's counters, as `CMD_QUERY_COUNTERS` reports them (`hardware.md`, "Port counters") |
 //! | `mr KEY` | `ok pdn=N access=N iova=0xN length=N npages=N page_shift=N levels=N`: the MR with key KEY as the NIC holds it (what `CMD_CREATE_MR` gave it); an error if there is none |
 //! | `wire loss\|duplicate\|reorder\|corrupt P`, `wire clear` | the port's link fails on request: from now on each unicast frame it sends is lost, duplicated, held back behind the frames sent after it in the same action, or has one bit flipped past its Ethernet header, with probability P (0 to 1); `clear` sets every P to 0. The counters are `status`' `wire_lost`, `wire_duplicated`, `wire_reordered`, `wire_corrupted` |
-//! | `status` | `ok link=up\|down enabled=0\|1 fatal=0\|1 error=N bme=0\|1 pds=N mrs=N cqs=N qps=N pds_created=N mrs_created=N cqs_created=N qps_created=N pds_destroyed=N mrs_destroyed=N cqs_destroyed=N qps_destroyed=N srqs=N srqs_created=N srqs_destroyed=N mws=N mws_created=N mws_destroyed=N atomics=N atomics_replayed=N timer_resends=N seq_naks_sent=N seq_naks_received=N uc_dropped=N doorbells=N commands=N events=N events_unread=N admin_pending=N` and every anomaly counter |
+//! | `status` | `ok link=up\|down enabled=0\|1 fatal=0\|1 error=N dead=0\|1 bme=0\|1 pds=N mrs=N cqs=N qps=N pds_created=N mrs_created=N cqs_created=N qps_created=N pds_destroyed=N mrs_destroyed=N cqs_destroyed=N qps_destroyed=N srqs=N srqs_created=N srqs_destroyed=N mws=N mws_created=N mws_destroyed=N atomics=N atomics_replayed=N timer_resends=N seq_naks_sent=N seq_naks_received=N uc_dropped=N doorbells=N commands=N events=N events_unread=N admin_pending=N` and every anomaly counter |
+//!
+//! A soft death ([`Death`], [`crate::engine::Nic::die`]) kills the NIC while the model
+//! process and its vfio-user connection live on, so a test of a NIC death needs no new
+//! guest boot (QEMU's vfio-user client never reconnects to a model that exited). Either
+//! way the NIC forgets, at once, everything it holds: every PD, MR, memory window, CQ,
+//! QP and SRQ, the doorbell pages' bindings, each QP's counters, wire state and peers,
+//! the packets in flight, the GID table, and every counter the model keeps (`status` then
+//! reads as a new model process's); it holds nothing that could DMA, interrupt or send a
+//! frame.
+//!
+//! - `die`: the NIC stops answering, as a killed model process looks to the guest: BAR0
+//!   reads return all ones, BAR0 and doorbell writes are ignored, no event, interrupt, DMA
+//!   or frame, frames arriving dropped (an Ethernet port's netdev's too, both ways);
+//!   `status` says `dead=1`. Configuration space still answers. Only a function reset
+//!   revives it: the PM capability's D3hot -> D0 (what the guest's
+//!   `echo 1 > /sys/bus/pci/devices/<bdf>/reset` does, [`crate::pci`]) or vfio-user's
+//!   `DEVICE_RESET`. It is then a NIC in its power-on state, as a new process's, bus
+//!   mastering off, which the driver can probe again.
+//! - `die fatal`: the NIC goes fatal as on an internal error (`STATUS.FATAL`, `ERROR` 5,
+//!   `EVENT_FATAL` if its event queue works) and forgets everything but its registers and
+//!   that event; a NIC reset (`CONTROL = RESET`: the driver's at unbind and probe)
+//!   revives it, as after any fatal error.
+//!
+//! A function reset also disarms a fault injected `until-reset`; a NIC reset
+//! (`CONTROL = RESET`) does not.
 //!
 //! The listener runs on a thread of its own and acts on the shared [`Device`].
 
@@ -31,7 +57,7 @@ use tracing::{info, warn};
 
 use crate::device::Device;
 use crate::engine::wire::Impairment;
-use crate::engine::Fault;
+use crate::engine::{Death, Fault};
 
 /// The longest request line accepted, in bytes.
 pub const MAX_REQUEST: u64 = 256;
@@ -45,8 +71,15 @@ pub enum Request {
     Link(bool),
     /// `fatal [CODE]`.
     Fatal(u32),
-    /// `inject FAULT` (`None`: `inject none`).
-    Inject(Option<Fault>),
+    /// `inject FAULT [until-reset]` (`None`: `inject none`).
+    Inject {
+        /// The fault; `None` disarms.
+        fault: Option<Fault>,
+        /// `until-reset`: the next function reset disarms it.
+        until_reset: bool,
+    },
+    /// `die` ([`Death::Silent`]), `die fatal` ([`Death::Fatal`]).
+    Die(Death),
     /// `event KIND DATA [COUNT]`.
     Event {
         /// The event kind (`EVENT_*`, or one the NIC does not define).
@@ -91,9 +124,25 @@ pub fn parse(line: &str) -> Result<Request, String> {
             Ok(Request::Fatal(code))
         }
         ["fatal", ..] => Err("usage: fatal [CODE]".into()),
-        ["inject", "none"] => Ok(Request::Inject(None)),
-        ["inject", fault] => Ok(Request::Inject(Some(fault.parse()?))),
-        ["inject", ..] => Err(format!("usage: inject {}|none", Fault::NAMES)),
+        ["inject", "none"] => Ok(Request::Inject {
+            fault: None,
+            until_reset: false,
+        }),
+        ["inject", fault] => Ok(Request::Inject {
+            fault: Some(fault.parse()?),
+            until_reset: false,
+        }),
+        ["inject", fault, "until-reset"] if *fault != "none" => Ok(Request::Inject {
+            fault: Some(fault.parse()?),
+            until_reset: true,
+        }),
+        ["inject", ..] => Err(format!(
+            "usage: inject {} [until-reset], inject none",
+            Fault::NAMES
+        )),
+        ["die"] => Ok(Request::Die(Death::Silent)),
+        ["die", "fatal"] => Ok(Request::Die(Death::Fatal)),
+        ["die", ..] => Err("usage: die [fatal]".into()),
         ["event", kind, data, rest @ ..] if rest.len() <= 1 => {
             let kind = parse_u32(kind)
                 .and_then(|k| u8::try_from(k).ok())
@@ -130,7 +179,7 @@ pub fn parse(line: &str) -> Result<Request, String> {
         ["status"] => Ok(Request::Status),
         [] => Err("empty request".into()),
         [w, ..] => Err(format!(
-            "unknown request {w} (link, fatal, inject, event, doorbell-pages, mr, wire, status)"
+            "unknown request {w} (link, fatal, inject, die, event, doorbell-pages, counters, mr, wire, status)"
         )),
     }
 }
@@ -152,17 +201,30 @@ pub fn execute(dev: &Device, req: Request) -> String {
             "ok".into()
         }
         Request::Fatal(code) => {
+            if l.nic.is_dead() {
+                return "error: the NIC is dead".into();
+            }
             if l.nic.status() & hw::STATUS_FATAL != 0 {
                 return format!("error: the NIC is already fatal (ERROR {})", l.nic.error());
             }
             l.nic.fatal(code, &*l.mem, l.irq);
             "ok".into()
         }
-        Request::Inject(fault) => {
-            l.nic.inject(fault);
+        Request::Inject { fault, until_reset } => {
+            match fault {
+                Some(f) if until_reset => l.nic.inject_until_reset(f),
+                _ => l.nic.inject(fault),
+            }
             "ok".into()
         }
+        Request::Die(how) => match l.nic.die(how, &*l.mem, l.irq) {
+            Ok(()) => "ok".into(),
+            Err(e) => format!("error: {e}"),
+        },
         Request::Event { kind, data, count } => {
+            if l.nic.is_dead() {
+                return "error: the NIC is dead".into();
+            }
             for _ in 0..count {
                 if !l.nic.post_any_event(kind, data, &*l.mem, l.irq) {
                     return "error: the NIC's queues are not running".into();
@@ -342,19 +404,26 @@ mod tests {
         assert_eq!(parse("fatal 0x10"), Ok(Request::Fatal(16)));
         assert_eq!(parse("status"), Ok(Request::Status));
         assert_eq!(parse("counters"), Ok(Request::Counters));
+        let inject = |fault, until_reset| Ok(Request::Inject { fault, until_reset });
         assert_eq!(
             parse("inject reset-stuck"),
-            Ok(Request::Inject(Some(Fault::ResetStuck)))
+            inject(Some(Fault::ResetStuck), false)
         );
-        assert_eq!(parse("inject none"), Ok(Request::Inject(None)));
+        assert_eq!(parse("inject none"), inject(None, false));
         assert_eq!(
             parse("inject admin-stuck"),
-            Ok(Request::Inject(Some(Fault::AdminStuck)))
+            inject(Some(Fault::AdminStuck), false)
+        );
+        assert_eq!(
+            parse("inject admin-stuck until-reset"),
+            inject(Some(Fault::AdminStuck), true)
         );
         assert_eq!(
             parse("inject destroy-fails"),
-            Ok(Request::Inject(Some(Fault::DestroyFails)))
+            inject(Some(Fault::DestroyFails), false)
         );
+        assert_eq!(parse("die"), Ok(Request::Die(Death::Silent)));
+        assert_eq!(parse(" die  fatal"), Ok(Request::Die(Death::Fatal)));
         assert_eq!(
             parse("event 200 7"),
             Ok(Request::Event {
@@ -403,6 +472,11 @@ mod tests {
             "fatal 0x1_0000_0000",
             "inject",
             "inject nonsense",
+            "inject none until-reset",
+            "inject admin-stuck until-later",
+            "inject admin-stuck until-reset now",
+            "die now",
+            "die fatal 5",
             "status please",
             "reboot",
         ] {
@@ -413,8 +487,21 @@ mod tests {
     #[test]
     fn any_line_parses_or_errs_without_panicking() {
         let words = [
-            "link", "up", "down", "fatal", "0x", "7", "inject", "none", "status", "\u{0}", "event",
-            "65", "300",
+            "link",
+            "up",
+            "down",
+            "fatal",
+            "0x",
+            "7",
+            "inject",
+            "none",
+            "status",
+            "\u{0}",
+            "event",
+            "65",
+            "300",
+            "die",
+            "until-reset",
         ];
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
         for _ in 0..20_000 {

@@ -48,7 +48,9 @@ struct Args {
     /// Misbehave, to test the driver: bad-version (VERSION says 2.0), reset-stuck (READY
     /// never returns after a reset), query-device-error (QUERY_DEVICE fails), destroy-fails
     /// (DESTROY_CQ and DESTROY_QP fail, the queues stay), admin-stuck (no admin command
-    /// completes), admin-dies (the next admin doorbell makes the NIC fatal)
+    /// completes), admin-dies (the next admin doorbell makes the NIC fatal). It lasts
+    /// through every reset (the control channel's `inject FAULT until-reset` arms one that
+    /// the next function reset ends; QEMU's machine reset before the guest boots is one)
     #[arg(long, value_name = "FAULT", value_parser = parse_fault)]
     inject: Option<Fault>,
     /// The shortest transport (ACK) timer, as an IB timeout exponent (4.096 µs × 2^E): a QP
@@ -64,7 +66,8 @@ struct Args {
     /// Write "ready\n" to file descriptor N once listening, then close it
     #[arg(long, value_name = "N")]
     ready_fd: Option<i32>,
-    /// Listen for control requests (link up|down, fatal [CODE], inject FAULT, status) on a
+    /// Listen for control requests (link up|down, fatal [CODE], inject FAULT [until-reset],
+    /// die [fatal], event, counters, mr KEY, wire, status: Documentation/hardware.md) on a
     /// Unix socket at PATH (must not exist; removed on exit)
     #[arg(long, value_name = "PATH")]
     control: Option<PathBuf>,

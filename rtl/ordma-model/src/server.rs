@@ -1,7 +1,9 @@
 //! The vfio-user side: the `vfio_user` crate's [`ServerBackend`] over the engine.
 //!
 //! QEMU 11.1.3 sends VERSION, DMA_MAP/UNMAP, GET_INFO, GET_REGION_INFO, GET_IRQ_INFO,
-//! SET_IRQS, REGION_READ/WRITE and RESET. No region is offered as mappable, so QEMU sends
+//! SET_IRQS, REGION_READ/WRITE and RESET (on its machine reset). A function reset, RESET
+//! or configuration space's D3hot -> D0 ([`crate::pci`]), resets configuration space and
+//! the NIC ([`crate::engine::Nic::function_reset`]). No region is offered as mappable, so QEMU sends
 //! guest writes as posted messages; the backend never fails a write (the crate would answer
 //! a failed posted write, which QEMU does not expect): bad writes go to the engine, which
 //! answers them the hardware way.
@@ -130,9 +132,13 @@ impl ServerBackend for Backend {
     fn region_write(&mut self, region: u32, offset: u64, data: &[u8]) -> std::io::Result<()> {
         match region {
             VFIO_PCI_CONFIG_REGION_INDEX => {
-                self.config.write(offset, data);
+                let reset = self.config.write(offset, data);
                 let bme = self.config.bus_master();
                 let mut l = self.dev.lock();
+                if reset {
+                    info!("function reset: PM D3hot -> D0");
+                    l.nic.function_reset();
+                }
                 if l.nic.bus_master() != bme {
                     l.nic.set_bus_master(bme, &*l.mem, l.irq);
                 }
@@ -193,9 +199,12 @@ impl ServerBackend for Backend {
         Ok(())
     }
 
+    /// `DEVICE_RESET` (QEMU's machine reset): a function reset, configuration space and
+    /// the NIC ([`crate::engine::Nic::function_reset`]).
     fn reset(&mut self) -> std::io::Result<()> {
-        info!("device reset from QEMU");
-        self.dev.lock().nic.reset();
+        info!("function reset: DEVICE_RESET from QEMU");
+        self.config = ConfigSpace::new();
+        self.dev.lock().nic.function_reset();
         Ok(())
     }
 

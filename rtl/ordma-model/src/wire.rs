@@ -33,6 +33,7 @@ use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
@@ -191,6 +192,8 @@ pub struct SocketWire {
     sndbuf: usize,
     pcap: Option<Arc<Pcap>>,
     faults: Mutex<Faults>,
+    /// The NIC died softly ([`Wire::silence`]): nothing crosses the port.
+    silent: AtomicBool,
 }
 
 /// The link's failures on request ([`Wire::impair`]): each kind's probability, what each
@@ -290,6 +293,7 @@ impl SocketWire {
                 sndbuf: SNDBUF,
                 pcap: None,
                 faults: Mutex::new(Faults::new(mac)),
+                silent: AtomicBool::new(false),
             },
             sock,
         ))
@@ -326,6 +330,10 @@ impl SocketWire {
     /// Sends `frame` to `dmac` now, after the frames held for it (the host's frames: they
     /// do not wait for an action of the NIC to end).
     pub fn send_now(&self, dmac: [u8; 6], frame: &[u8]) {
+        if self.silent.load(Ordering::Acquire) {
+            debug!("the NIC is dead: a frame of the host's dropped");
+            return;
+        }
         if let Some(p) = &self.pcap {
             p.frame(frame);
         }
@@ -405,6 +413,9 @@ fn bind_fresh(path: &Path) -> std::io::Result<UnixDatagram> {
 
 impl Wire for SocketWire {
     fn send(&self, dmac: [u8; 6], frame: &[u8]) {
+        if self.silent.load(Ordering::Acquire) {
+            return;
+        }
         if let Some(p) = &self.pcap {
             p.frame(frame);
         }
@@ -437,6 +448,10 @@ impl Wire for SocketWire {
         Ok(())
     }
 
+    fn silence(&self, on: bool) {
+        self.silent.store(on, Ordering::Release);
+    }
+
     fn impairments(&self) -> String {
         let f = self.faults.lock().unwrap_or_else(PoisonError::into_inner);
         let [lost, duplicated, reordered, corrupted] = f.n;
@@ -465,6 +480,10 @@ impl Wire for Shared {
 
     fn impairments(&self) -> String {
         self.0.impairments()
+    }
+
+    fn silence(&self, on: bool) {
+        self.0.silence(on);
     }
 }
 

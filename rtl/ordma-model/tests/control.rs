@@ -251,3 +251,129 @@ fn doorbell_pages_counts_the_writes_per_page() {
     let r = execute(&dev, parse("doorbell-pages").unwrap());
     assert_eq!(r, format!("ok {}=1 5=2 63=1", common::rig::PAGE));
 }
+
+/// `die` over the socket: the NIC answers BAR0 reads with all ones and forgets everything
+/// while the model lives on; requests to a dead NIC fail; configuration space still
+/// answers, with the PM capability whose D3hot -> D0 is the guest's function reset, which
+/// revives it (D0 -> D0, D1 and D3hot alone do not); QEMU's `DEVICE_RESET` revives it too.
+#[test]
+fn die_and_the_function_resets_that_revive() {
+    use ordma_model::server::Backend;
+    use vfio_bindings::bindings::vfio::{VFIO_PCI_BAR0_REGION_INDEX, VFIO_PCI_CONFIG_REGION_INDEX};
+    use vfio_user::ServerBackend;
+
+    const PMCSR: u64 = 0x54;
+    let (dev, mut efd) = device();
+    let path = sock("die");
+    let _listener = Listener::spawn(&path, Arc::clone(&dev)).unwrap();
+    let mut b = Backend::new(Arc::clone(&dev));
+    let cfg = |b: &mut Backend, off: u64| {
+        let mut d = [0u8; 2];
+        b.region_read(VFIO_PCI_CONFIG_REGION_INDEX, off, &mut d)
+            .unwrap();
+        u16::from_le_bytes(d)
+    };
+    let bar0 = |b: &mut Backend, reg: usize| {
+        let mut d = [0u8; 4];
+        b.region_read(VFIO_PCI_BAR0_REGION_INDEX, reg as u64, &mut d)
+            .unwrap();
+        u32::from_le_bytes(d)
+    };
+    let set = |b: &mut Backend, off: u64, v: u16| {
+        b.region_write(VFIO_PCI_CONFIG_REGION_INDEX, off, &v.to_le_bytes())
+            .unwrap();
+    };
+    // The driver's view: memory space and bus mastering on.
+    set(&mut b, 0x04, 0x0006);
+    assert_eq!(bar0(&mut b, hw::REG_VERSION), hw::VERSION);
+    // The capabilities: MSI-X at 0x40, then power management at 0x50 (PMC version 3, no
+    // D1, D2 or PME), PMCSR D0 with No_Soft_Reset clear.
+    assert_eq!(cfg(&mut b, 0x34) & 0xff, 0x40);
+    assert_eq!(cfg(&mut b, 0x40), 0x5011);
+    assert_eq!((cfg(&mut b, 0x50), cfg(&mut b, 0x52)), (0x0001, 0x0003));
+    assert_eq!(cfg(&mut b, PMCSR), 0);
+
+    assert_eq!(request(&path, "die").unwrap(), "ok");
+    let status = request(&path, "status").unwrap();
+    assert!(
+        status.starts_with("ok link=up enabled=0 fatal=0 error=0 dead=1 bme=1 pds=0 "),
+        "{status}"
+    );
+    for reg in [hw::REG_VERSION, hw::REG_STATUS, hw::REG_ERROR] {
+        assert_eq!(bar0(&mut b, reg), u32::MAX);
+    }
+    assert_eq!(interrupts(&mut efd), 0);
+    for (req, reply) in [
+        ("die", "error: the NIC is dead already"),
+        ("die fatal", "error: the NIC is dead already"),
+        ("fatal", "error: the NIC is dead"),
+        ("event 1 1", "error: the NIC is dead"),
+        ("link down", "ok"),
+        ("inject admin-stuck until-reset", "ok"),
+    ] {
+        assert_eq!(request(&path, req).unwrap(), reply, "{req}");
+    }
+    assert_eq!(interrupts(&mut efd), 0, "no event, no interrupt");
+
+    // PMCSR written with D0 kept (as Linux clears PME status), or asking for D1, which
+    // the function does not offer: no reset.
+    set(&mut b, PMCSR, 0x8000);
+    set(&mut b, PMCSR, 0x0001);
+    assert_eq!(cfg(&mut b, PMCSR), 0);
+    assert!(dev.lock().nic.is_dead());
+    // D3hot is only half of it.
+    set(&mut b, PMCSR, 0x0003);
+    assert_eq!(cfg(&mut b, PMCSR), 3);
+    assert!(dev.lock().nic.is_dead());
+    // Back to D0: the function resets. Configuration space is at its power-on values (bus
+    // mastering off), the NIC alive in its power-on state; the link as it was set.
+    set(&mut b, PMCSR, 0x0000);
+    assert_eq!(cfg(&mut b, 0x04), 0);
+    assert_eq!(bar0(&mut b, hw::REG_VERSION), hw::VERSION);
+    assert_eq!(bar0(&mut b, hw::REG_STATUS), hw::STATUS_READY);
+    let status = request(&path, "status").unwrap();
+    assert!(
+        status.starts_with("ok link=down enabled=0 fatal=0 error=0 dead=0 bme=0 pds=0 "),
+        "{status}"
+    );
+
+    // QEMU's DEVICE_RESET is a function reset too.
+    assert_eq!(request(&path, "die").unwrap(), "ok");
+    set(&mut b, 0x04, 0x0006);
+    b.reset().unwrap();
+    assert_eq!(cfg(&mut b, 0x04), 0);
+    assert_eq!(bar0(&mut b, hw::REG_VERSION), hw::VERSION);
+    assert!(request(&path, "status").unwrap().contains(" dead=0 bme=0 "));
+}
+
+/// `die fatal` over the socket: the fatal error reaches the driver (`EVENT_FATAL` with its
+/// interrupt), the NIC forgets its objects, its registers answer, and a NIC reset revives.
+#[test]
+fn die_fatal_over_the_socket() {
+    let (dev, mut efd) = device();
+    let path = sock("die-fatal");
+    let _listener = Listener::spawn(&path, Arc::clone(&dev)).unwrap();
+    assert_eq!(request(&path, "die fatal").unwrap(), "ok");
+    let e = event(&dev, 1);
+    assert_eq!((e.kind, e.data), (hw::EVENT_FATAL, hw::ERR_INTERNAL));
+    assert_eq!(interrupts(&mut efd), 1);
+    let status = request(&path, "status").unwrap();
+    assert!(
+        status.starts_with("ok link=up enabled=0 fatal=1 error=5 dead=0 bme=1 pds=0 "),
+        "{status}"
+    );
+    assert!(status.contains(" commands=0 events=0 "), "{status}");
+    assert!(request(&path, "die fatal")
+        .unwrap()
+        .starts_with("error: the NIC is fatal"));
+    let mut l = dev.lock();
+    assert_eq!(l.nic.bar0_read(hw::REG_VERSION as u64, 4), hw::VERSION);
+    l.nic.bar0_write(
+        hw::REG_CONTROL as u64,
+        4,
+        hw::CONTROL_RESET,
+        &*dev.mem.snapshot(),
+        &dev.msix,
+    );
+    assert_eq!(l.nic.status(), hw::STATUS_READY);
+}

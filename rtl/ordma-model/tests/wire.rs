@@ -513,6 +513,32 @@ fn socket_wire_carries_frames() {
     assert!(largest <= small, "{largest} bytes, over {small}");
 }
 
+/// A silenced socket wire (its NIC died softly) sends nothing, its own frames or its
+/// host's; unsilenced (a function reset revived the NIC) it sends again.
+#[test]
+fn a_silenced_socket_wire_sends_nothing() {
+    let dir = std::env::temp_dir().join(format!("ordma-wire-silence-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (mac1, mac2) = (port::lid_mac(1), port::lid_mac(2));
+    let (w, _) = ordma_model::wire::SocketWire::bind(&dir, mac1).unwrap();
+    let (_, rx) = ordma_model::wire::SocketWire::bind(&dir, mac2).unwrap();
+    rx.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut frame = vec![0u8; 64];
+    frame[..6].copy_from_slice(&mac2);
+    frame[6..12].copy_from_slice(&mac1);
+    let mut buf = vec![0u8; 256];
+    for silent in [true, false] {
+        wire::Wire::silence(&w, silent);
+        w.send_now(mac2, &frame);
+        wire::Wire::send(&w, mac2, &frame);
+        wire::Wire::flush(&w);
+        let got = std::iter::from_fn(|| rx.recv(&mut buf).ok()).count();
+        assert_eq!(got, if silent { 0 } else { 2 }, "silent {silent}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// A 200 000-byte WRITE between two NICs on `SocketWire`s polled by the test, each socket
 /// to a peer asking for `sndbuf` bytes of send buffer: the batches that came and the
 /// largest datagram.

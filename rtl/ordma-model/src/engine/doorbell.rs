@@ -28,7 +28,8 @@ impl Nic {
         &self.db_page_writes
     }
 
-    /// A guest write of BAR2 (`size` bytes at `offset`).
+    /// A guest write of BAR2 (`size` bytes at `offset`); a dead NIC
+    /// ([`super::Death::Silent`]) ignores it without counting it.
     pub fn doorbell_write(
         &mut self,
         offset: u64,
@@ -37,6 +38,9 @@ impl Nic {
         mem: &dyn Dma,
         irq: &dyn Interrupts,
     ) {
+        if self.dead {
+            return;
+        }
         if size != 4 || offset % 4 != 0 || offset >= hw::BAR2_SIZE as u64 {
             bounded_warn!(
                 self.counters,

@@ -87,7 +87,9 @@ pub trait Interrupts {
 }
 
 /// A fault the model injects, to test the driver's error paths (`--inject`, or `inject`
-/// on the control channel).
+/// on the control channel). It lasts until it is disarmed, through every reset, or, armed
+/// `until-reset` ([`Nic::inject_until_reset`]), until the next function reset
+/// ([`Nic::function_reset`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
     /// `VERSION` reports interface 2.0, which no driver of 1.x may accept.
@@ -143,6 +145,9 @@ pub struct NicConfig {
     pub link_up: bool,
     /// A fault to inject, if any.
     pub fault: Option<Fault>,
+    /// The fault lasts until the next function reset ([`Nic::function_reset`]), which
+    /// disarms it; otherwise it lasts until it is disarmed.
+    pub fault_until_reset: bool,
     /// The shortest transport timer the NIC runs, as an IB `timeout` exponent: a QP's
     /// `timeout` below it waits this long instead (0: as the QP says). `engine.md`,
     /// "The transport timer".
@@ -180,6 +185,7 @@ impl NicConfig {
             mac: None,
             link_up: true,
             fault: None,
+            fault_until_reset: false,
             min_ack_timeout: 0,
         }
     }
@@ -191,6 +197,28 @@ pub struct Pd;
 
 /// Events the NIC holds while it may not DMA (bus mastering off); more are dropped.
 const EVENT_FIFO: usize = 64;
+
+/// How the NIC dies on request (the control channel's `die`, [`Nic::die`]). Either way it
+/// forgets everything it holds at once: every PD, MR, memory window, CQ, QP and SRQ, the
+/// doorbell pages' bindings, the QPs' wire state and peers, the packets in flight and to
+/// itself, the GID table, every counter (port, per QP, objects created and destroyed,
+/// anomalies, doorbell page writes): what is left is a NIC as a new model process starts,
+/// which issues no DMA, raises no interrupt and sends no frame, since it holds nothing that
+/// would.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Death {
+    /// The NIC stops answering, as a killed model process looks to the guest: BAR0 reads
+    /// return all ones, BAR0 and doorbell writes are ignored, frames from the wire (and,
+    /// on an Ethernet port, to and from its netdev) are dropped, no event is posted. Only
+    /// a function reset ([`Nic::function_reset`]) revives it. Configuration space still
+    /// answers: the function reset goes through it.
+    Silent,
+    /// The NIC goes fatal as on an internal error (`STATUS.FATAL`, `ERROR =
+    /// ERR_INTERNAL`, `EVENT_FATAL` if its event queue works), then forgets everything but
+    /// its registers and the event queue that carries that event. A NIC reset (`CONTROL =
+    /// RESET`, what the driver writes at unbind and probe) revives it.
+    Fatal,
+}
 
 /// One ordma NIC.
 pub struct Nic {
@@ -254,6 +282,8 @@ pub struct Nic {
     /// For tests: packets to the NIC itself go as frames over the wire
     /// ([`Nic::set_loopback_on_wire`]).
     loop_wire: bool,
+    /// The NIC died softly ([`Death::Silent`]) and a function reset has not revived it yet.
+    dead: bool,
 }
 
 /// A snapshot of the NIC's state for the control channel's `status`.
@@ -267,6 +297,8 @@ pub struct NicStatus {
     pub fatal: bool,
     /// The `ERROR` register.
     pub error: u32,
+    /// The NIC died softly and no function reset revived it yet ([`Death::Silent`]).
+    pub dead: bool,
     /// PCI bus mastering.
     pub bus_master: bool,
     /// PDs allocated.
@@ -321,7 +353,7 @@ impl fmt::Display for NicStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "link={} enabled={} fatal={} error={} bme={} pds={} mrs={} cqs={} qps={} \
+            "link={} enabled={} fatal={} error={} dead={} bme={} pds={} mrs={} cqs={} qps={} \
              pds_created={} mrs_created={} cqs_created={} qps_created={} \
              pds_destroyed={} mrs_destroyed={} cqs_destroyed={} qps_destroyed={} \
              srqs={} srqs_created={} srqs_destroyed={} mws={} mws_created={} mws_destroyed={} \
@@ -333,6 +365,7 @@ impl fmt::Display for NicStatus {
             u8::from(self.enabled),
             u8::from(self.fatal),
             self.error,
+            u8::from(self.dead),
             u8::from(self.bus_master),
             self.pds,
             self.mrs,
@@ -474,14 +507,16 @@ impl Nic {
             own: VecDeque::new(),
             draining: false,
             loop_wire: false,
+            dead: false,
         }
     }
 
-    /// `mem` as the engine may use it now.
+    /// `mem` as the engine may use it now: not at all while bus mastering is off or the
+    /// NIC is dead.
     fn gate<'a>(&self, mem: &'a dyn Dma) -> Gate<'a> {
         Gate {
             mem,
-            open: self.bus_master,
+            open: self.bus_master && !self.dead,
         }
     }
 
@@ -558,6 +593,7 @@ impl Nic {
             enabled: self.status & hw::STATUS_ENABLED != 0,
             fatal: self.status & hw::STATUS_FATAL != 0,
             error: self.error,
+            dead: self.dead,
             bus_master: self.bus_master,
             pds: self.pds.in_use(),
             mrs: self.mrs.in_use(),
@@ -601,10 +637,11 @@ impl Nic {
         }
     }
 
-    /// Resets to the power-on state: queues off, registers zero, objects freed,
-    /// `STATUS = READY`. PCI state (bus mastering), the link, the injected fault and the
-    /// counters (the anomalies, objects created and destroyed, doorbell page writes) are
-    /// not part of the NIC's reset.
+    /// Resets to the power-on state (`CONTROL = RESET`): queues off, registers zero,
+    /// objects freed, `STATUS = READY`. PCI state (bus mastering), the link, the injected
+    /// fault and the counters (the anomalies, objects created and destroyed, doorbell page
+    /// writes) are not part of the NIC's reset, nor is a soft death ([`Death::Silent`]:
+    /// only a function reset revives it).
     pub fn reset(&mut self) {
         info!("reset");
         let mut fresh = Self::new(self.config);
@@ -624,6 +661,7 @@ impl Nic {
         fresh.srqs.keep_counts(&self.srqs);
         fresh.wire = self.wire.take();
         fresh.loop_wire = self.loop_wire;
+        fresh.dead = self.dead;
         *self = fresh;
         if self.config.fault == Some(Fault::ResetStuck) {
             warn!("injected fault: the reset never completes");
@@ -631,10 +669,94 @@ impl Nic {
         }
     }
 
-    /// Arms (or, with `None`, clears) an injected fault at run time.
+    /// A PCI function reset: vfio-user's `DEVICE_RESET`, or configuration space's PM
+    /// capability taken from D3hot to D0 (`crate::pci`), which is how the guest's
+    /// `/sys/bus/pci/devices/<bdf>/reset` reaches the NIC. A fault armed `until-reset` is
+    /// disarmed first, a soft death ([`Death::Silent`]) is over, then the NIC resets as by
+    /// `CONTROL = RESET` ([`Nic::reset`]) and bus mastering is off (PCI COMMAND is reset;
+    /// the caller resets configuration space to match).
+    pub fn function_reset(&mut self) {
+        if self.config.fault_until_reset {
+            info!(fault = ?self.config.fault, "function reset: the injected fault is disarmed");
+            self.config.fault = None;
+            self.config.fault_until_reset = false;
+        }
+        let revived = self.dead;
+        self.dead = false;
+        self.bus_master = false;
+        self.reset();
+        if revived {
+            info!("function reset: the NIC is alive again");
+            if let Some(w) = self.wire.as_ref() {
+                w.silence(false);
+            }
+        }
+    }
+
+    /// Whether the NIC died softly and no function reset revived it yet.
+    pub fn is_dead(&self) -> bool {
+        self.dead
+    }
+
+    /// Kills the NIC softly ([`Death`]): it forgets everything it holds, and either stops
+    /// answering until a function reset ([`Death::Silent`]) or goes fatal until a NIC reset
+    /// ([`Death::Fatal`]). The model process and its vfio-user connection live on.
+    ///
+    /// # Errors
+    ///
+    /// The NIC is dead already ([`Death::Silent`]), or, for [`Death::Fatal`], fatal already.
+    pub fn die(&mut self, how: Death, mem: &dyn Dma, irq: &dyn Interrupts) -> Result<(), String> {
+        if self.dead {
+            return Err("the NIC is dead already".into());
+        }
+        if how == Death::Fatal && self.status & hw::STATUS_FATAL != 0 {
+            return Err(format!("the NIC is fatal already (ERROR {})", self.error));
+        }
+        info!(
+            ?how,
+            counters = %self.counters,
+            "soft death: the NIC forgets everything (the counts so far)"
+        );
+        if how == Death::Fatal {
+            self.fatal(hw::ERR_INTERNAL, mem, irq);
+        }
+        let mut fresh = Self::new(self.config);
+        fresh.bus_master = self.bus_master;
+        fresh.wire = self.wire.take();
+        fresh.loop_wire = self.loop_wire;
+        match how {
+            Death::Silent => fresh.dead = true,
+            Death::Fatal => {
+                // What reported the fatal error, and may still have to (bus mastering off).
+                fresh.status = self.status;
+                fresh.error = self.error;
+                fresh.regs = std::mem::take(&mut self.regs);
+                fresh.eq = self.eq.take();
+                fresh.deferred_events = std::mem::take(&mut self.deferred_events);
+                fresh.pending_irqs = self.pending_irqs;
+            }
+        }
+        *self = fresh;
+        if let Some(w) = self.wire.as_ref() {
+            w.silence(self.dead);
+        }
+        Ok(())
+    }
+
+    /// Arms (or, with `None`, clears) an injected fault at run time; it lasts until it is
+    /// disarmed.
     pub fn inject(&mut self, fault: Option<Fault>) {
         info!(?fault, "injected fault armed");
         self.config.fault = fault;
+        self.config.fault_until_reset = false;
+    }
+
+    /// Arms an injected fault at run time that the next function reset disarms
+    /// ([`Nic::function_reset`]).
+    pub fn inject_until_reset(&mut self, fault: Fault) {
+        info!(?fault, "injected fault armed until the next function reset");
+        self.config.fault = Some(fault);
+        self.config.fault_until_reset = true;
     }
 
     /// Follows the PCI COMMAND register's Bus Master Enable.
@@ -647,7 +769,7 @@ impl Nic {
         }
         self.bus_master = on;
         info!(on, "bus mastering");
-        if !on {
+        if !on || self.dead {
             return;
         }
         while let Some((kind, data, data2)) = self.deferred_events.pop_front() {
@@ -697,6 +819,9 @@ impl Nic {
 
     /// Raises MSI-X `vector`, or holds it while bus mastering is off.
     fn interrupt(&mut self, vector: u16, irq: &dyn Interrupts) {
+        if self.dead {
+            return;
+        }
         if self.bus_master {
             irq.raise(vector);
         } else {
@@ -761,9 +886,9 @@ impl Nic {
 
     /// Stops the NIC with `error` in `ERROR`, as on an internal error: `STATUS.FATAL`, the
     /// queues stop, `EVENT_FATAL` is posted if the event queue works. Sticky until reset; a
-    /// second fatal error changes nothing.
+    /// second fatal error changes nothing, nor does one of a dead NIC.
     pub fn fatal(&mut self, error: u32, mem: &dyn Dma, irq: &dyn Interrupts) {
-        if self.status & hw::STATUS_FATAL != 0 {
+        if self.status & hw::STATUS_FATAL != 0 || self.dead {
             return;
         }
         warn!(error, "fatal error: the NIC stops until reset");

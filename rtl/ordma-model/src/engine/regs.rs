@@ -77,8 +77,12 @@ fn queue_ok(mem: &dyn Dma, base: u64, log_depth: u32, entry: usize) -> Option<u1
 }
 
 impl Nic {
-    /// A guest read of BAR0. `size` is the access width in bytes.
+    /// A guest read of BAR0. `size` is the access width in bytes. A dead NIC
+    /// ([`super::Death::Silent`]) answers all ones, as a function that does not respond.
     pub fn bar0_read(&mut self, offset: u64, size: usize) -> u32 {
+        if self.dead {
+            return u32::MAX;
+        }
         if size != 4 || offset % 4 != 0 {
             bounded_warn!(
                 self.counters,
@@ -101,7 +105,7 @@ impl Nic {
         }
     }
 
-    /// A guest write of BAR0.
+    /// A guest write of BAR0; a dead NIC ([`super::Death::Silent`]) ignores it.
     pub fn bar0_write(
         &mut self,
         offset: u64,
@@ -110,6 +114,9 @@ impl Nic {
         mem: &dyn Dma,
         irq: &dyn Interrupts,
     ) {
+        if self.dead {
+            return;
+        }
         if size != 4 || offset % 4 != 0 {
             bounded_warn!(
                 self.counters,

@@ -136,8 +136,12 @@ impl Nic {
     /// Takes a frame from the wire: a RoCEv2 frame to one of the port's addresses is
     /// checked, then handed to the responder (requests) or the completer (ACKs, NAKs, read
     /// responses); a bad one is counted and dropped. On an Ethernet port every other frame
-    /// is the host's: [`Steer::Host`] (the caller hands it to the port's netdev).
+    /// is the host's: [`Steer::Host`] (the caller hands it to the port's netdev). A dead
+    /// NIC ([`super::Death::Silent`]) drops every frame, the host's too, without counting.
     pub fn receive_frame(&mut self, frame: &[u8], mem: &dyn Dma, irq: &dyn Interrupts) -> Steer {
+        if self.dead {
+            return Steer::Engine;
+        }
         let eth = self.is_ethernet();
         let mut f = match wire::decode(frame) {
             Ok(f) if self.takes_ip(&f.dst) => f,

@@ -63,6 +63,14 @@ pub trait Wire: Send {
     fn impairments(&self) -> String {
         String::new()
     }
+
+    /// The NIC died softly (`on`), or a function reset revived it ([`super::Death`]): a
+    /// wire that carries frames besides the NIC's own (an Ethernet port's netdev: the
+    /// host's) stops carrying them while the NIC is dead, both ways. The NIC itself sends
+    /// nothing then and drops what it receives.
+    fn silence(&self, on: bool) {
+        let _ = on;
+    }
 }
 
 /// How a link fails on request ([`Wire::impair`]).

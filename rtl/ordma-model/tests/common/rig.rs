@@ -408,8 +408,7 @@ impl Rig {
         ])
         .unwrap();
         let irq = Irqs::default();
-        let mut nic = Nic::new(config);
-        nic.set_bus_master(true, &mem, &irq);
+        let nic = Nic::new(config);
         let dummy = || Cq {
             cqn: 0,
             ring: 0,
@@ -440,16 +439,16 @@ impl Rig {
             b: dq(),
             pt_next: PT,
         };
-        for (reg, v) in [
-            (hw::REG_AQ_SQ_BASE, SQ as u32),
-            (hw::REG_AQ_CQ_BASE, CQ as u32),
-            (hw::REG_EQ_BASE, EQ as u32),
-            (hw::REG_AQ_LOG_DEPTH, AQ_LOG),
-            (hw::REG_EQ_LOG_DEPTH, EQ_LOG),
-            (hw::REG_CONTROL, hw::CONTROL_ENABLE),
-        ] {
-            rig.w(reg, v);
-        }
+        rig.bring_up();
+        rig
+    }
+
+    /// Brings the NIC up as [`Rig::bare`] does, from its state after a reset
+    /// ([`Rig::enable`]), and makes the rig's PD, MRs, CQs and QPs A and B (in `RESET`) on
+    /// it again.
+    pub fn bring_up(&mut self) {
+        self.enable();
+        let rig = self;
         assert_eq!(rig.events(), [(hw::EVENT_PORT_ACTIVE, 1)]);
         rig.pdn = rig.ok(hw::CMD_ALLOC_PD, [0; 56]) as u32;
         let all = hw::ACCESS_LOCAL_WRITE | hw::ACCESS_REMOTE_WRITE | hw::ACCESS_REMOTE_READ;
@@ -468,7 +467,29 @@ impl Rig {
         rig.rcq = rig.cq(RINGS + 0x1_0000, BUF + 0x808);
         rig.a = rig.qp(RINGS + 0x10_0000, RINGS + 0x20_0000);
         rig.b = rig.qp(RINGS + 0x18_0000, RINGS + 0x28_0000);
-        rig
+    }
+
+    /// Enables the NIC as a driver does after a reset: its admin CQ and event queue
+    /// zeroed (no stale phase bits), bus mastering on, the queue registers, `ENABLE`.
+    pub fn enable(&mut self) {
+        self.prod = 0;
+        self.ev = 0;
+        self.pt_next = PT;
+        let aq_cq = vec![0u8; hw::AQ_CQE_SIZE << AQ_LOG];
+        self.mem.dma_write(CQ, &aq_cq).unwrap();
+        let eq = vec![0u8; hw::EQE_SIZE << EQ_LOG];
+        self.mem.dma_write(EQ, &eq).unwrap();
+        self.nic.set_bus_master(true, &self.mem, &self.irq);
+        for (reg, v) in [
+            (hw::REG_AQ_SQ_BASE, SQ as u32),
+            (hw::REG_AQ_CQ_BASE, CQ as u32),
+            (hw::REG_EQ_BASE, EQ as u32),
+            (hw::REG_AQ_LOG_DEPTH, AQ_LOG),
+            (hw::REG_EQ_LOG_DEPTH, EQ_LOG),
+            (hw::REG_CONTROL, hw::CONTROL_ENABLE),
+        ] {
+            self.w(reg, v);
+        }
     }
 
     /// The bus address of virtual address `va` in the big or small MR, and the bytes
