@@ -110,19 +110,21 @@ fi
 
 # times_split DIR START END: DIR/times.txt, where the guest's wall time went: boot (QEMU's
 # start to the command's: firmware, kernel, init, stage2, the first insmod), tests (the
-# command, less its kmemleak scans), kmemleak (the scans, the guest's own count, in
-# DIR/kmemleak-seconds: one line each) and teardown (the command's end to QEMU's exit: rmmod,
-# the last scan, dmesg, power off). "-" where the guest never got there.
+# command, less the kmemleak scans in it), kmemleak (the scans, the guest's own count: a
+# batch's after each test in DIR/kmemleak-seconds, one line each, and the last one after the
+# command in DIR/kmemleak-final-seconds) and teardown (the command's end to QEMU's exit, less
+# that last scan: rmmod, dmesg, power off). "-" where the guest never got there.
 times_split() {
-	local d=$1 start=$2 end=$3 c= ce= k
+	local d=$1 start=$2 end=$3 c= ce= k kf
 	[ -e "$d/.t-command" ] && c=$(stat -c %.9Y "$d/.t-command")
 	[ -e "$d/.t-command-end" ] && ce=$(stat -c %.9Y "$d/.t-command-end")
 	k=$(awk '{ s += $1 } END { printf "%d", s }' "$d/kmemleak-seconds" 2>/dev/null || echo 0)
-	awk -v s="$start" -v e="$end" -v c="$c" -v ce="$ce" -v k="${k:-0}" 'BEGIN {
+	kf=$(cat "$d/kmemleak-final-seconds" 2>/dev/null || echo 0)
+	awk -v s="$start" -v e="$end" -v c="$c" -v ce="$ce" -v k="${k:-0}" -v kf="${kf:-0}" 'BEGIN {
 		boot = c == "" ? "-" : sprintf("%d", c - s)
 		tests = ce == "" ? "-" : sprintf("%d", ce - c - k)
-		down = ce == "" ? "-" : sprintf("%d", e - ce)
-		printf "boot=%s tests=%s kmemleak=%d teardown=%s total=%d\n", boot, tests, k, down, e - s
+		down = ce == "" ? "-" : sprintf("%d", e - ce - kf)
+		printf "boot=%s tests=%s kmemleak=%d teardown=%s total=%d\n", boot, tests, k + kf, down, e - s
 	}' >"$d/times.txt"
 }
 
@@ -212,7 +214,7 @@ guest() {
 	local START=$SECONDS QPID
 	# Where the time goes (times.txt, below): the guest marks the command's start and end
 	# with .t-command and .t-command-end, whose modification times are the host's clock.
-	rm -f "$R"/.t-command "$R"/.t-command-end "$R"/kmemleak-seconds
+	rm -f "$R"/.t-command "$R"/.t-command-end "$R"/kmemleak-seconds "$R"/kmemleak-final-seconds
 	local T_START
 	T_START=$(date +%s.%N)
 	"${QEMU[@]}" >"$R/qemu.log" 2>&1 &
