@@ -285,12 +285,13 @@ batch_verdict_guest() {
 }
 
 # The VM runs (boots) are units: a batch, a lone test, the harness self-test. They run in the
-# background, ORDMA_JOBS guests at once (a run of several guests counts each), the longest
+# background, ORDMA_JOBS at once (a run of two guests counts as one, of three or four as
+# two), the longest
 # first by the times the tests took last (in $ORDMA_STATE/vm-seconds/), each writing its
 # step's log as it goes; their steps are reported in the order below, as each one's result is
 # in. UNITS: the units in report order; UNIT_CMD[u]: its command; UNIT_AFTER[u]: the steps
 # reported after it (a batch's tests: "DIR NAME ..."); UNIT_EST[u]: its expected seconds;
-# UNIT_WEIGHT[u]: its guests.
+# UNIT_WEIGHT[u]: its share of the pool.
 UNITS=()
 declare -A UNIT_CMD=() UNIT_AFTER=() UNIT_ALONE=() UNIT_EST=() UNIT_WEIGHT=()
 SECS=$ORDMA_STATE/vm-seconds
@@ -347,7 +348,9 @@ plan_vm_tests() {
 		fi
 		UNITS+=("$u")
 		UNIT_EST[$u]=$e
-		UNIT_WEIGHT[$u]=$(guests "${fs[0]}")
+		# Its share of the pool: a guest of a run of several waits for the others much of
+		# the time, so two count as one (three or more as two).
+		UNIT_WEIGHT[$u]=$((($(guests "${fs[0]}") + 1) / 2))
 	}
 	for key in "${keys[@]}"; do
 		read -r -a fs <<<"${group[$key]}"
@@ -397,7 +400,7 @@ run_units() {
 	mkdir -p "$TR/.units"
 	# Longest first (what a pool of equal slots finishes soonest with), by the estimates.
 	mapfile -t order < <(for u in "${UNITS[@]}"; do echo "${UNIT_EST[$u]:-100} $u"; done | sort -k1,1nr -s | cut -d' ' -f2)
-	log "${#UNITS[@]} VM runs, $jobs guests at a time (ORDMA_JOBS), longest first: $(for u in "${order[@]}"; do printf '%s (~%s s) ' "$u" "${UNIT_EST[$u]:-?}"; done)"
+	log "${#UNITS[@]} VM runs, $jobs at a time (ORDMA_JOBS), longest first: $(for u in "${order[@]}"; do printf '%s (~%s s) ' "$u" "${UNIT_EST[$u]:-?}"; done)"
 	(
 		declare -A held=()
 		used=0
