@@ -80,7 +80,7 @@ step() {
 	fi
 	local t=${STEP_TIME:-$((SECONDS - start))} res=PASS
 	# A VM test's time, for the next run's plan (plan_vm_tests, run_units).
-	case $name in vm-*batch[0-9]*) ;; vm-*) echo "$t" >"$SECS/$name" ;; esac
+	case $name in vm-*batch[0-9]*) ;; vm-* | host-harness-selftest) echo "$t" >"$SECS/$name" ;; esac
 	if [ $rc != 0 ]; then
 		res=FAIL
 		failed=$((failed + 1))
@@ -395,11 +395,17 @@ kill_tree() { # PID: it and all its descendants, SIGTERM
 # run_units: all of UNITS, the pool in the background; each step reported in order as its
 # unit finishes.
 run_units() {
-	local u t jobs=$JOBS order=()
+	local u t w jobs=$JOBS order=()
 	[ ${#UNITS[@]} -gt 0 ] || return 0
 	mkdir -p "$TR/.units"
-	# Longest first (what a pool of equal slots finishes soonest with), by the estimates.
-	mapfile -t order < <(for u in "${UNITS[@]}"; do echo "${UNIT_EST[$u]:-100} $u"; done | sort -k1,1nr -s | cut -d' ' -f2)
+	# The runs that take the whole pool first (later they would wait for it to empty, and
+	# hold back the runs behind them), then the longest first (what a pool of equal slots
+	# finishes soonest with), by the estimates.
+	mapfile -t order < <(for u in "${UNITS[@]}"; do
+		w=${UNIT_WEIGHT[$u]:-1}
+		[ -z "${UNIT_ALONE[$u]:-}" ] || w=$jobs
+		echo "$((w >= jobs ? 1 : 0)) ${UNIT_EST[$u]:-100} $u"
+	done | sort -k1,1nr -k2,2nr -s | cut -d' ' -f3)
 	log "${#UNITS[@]} VM runs, $jobs at a time (ORDMA_JOBS), longest first: $(for u in "${order[@]}"; do printf '%s (~%s s) ' "$u" "${UNIT_EST[$u]:-?}"; done)"
 	(
 		declare -A held=()
@@ -509,6 +515,7 @@ if [ -n "$need_vm" ] || selected module-build host-kconfig-check; then
 		if [ -n "$guest_ok" ] && selected host-harness-selftest; then
 			UNITS+=(host-harness-selftest)
 			UNIT_CMD[host-harness-selftest]="$(printf '%q ' "$ORDMA_SRC/qemu-test/selftest.sh" "$TR/harness-selftest")"
+			UNIT_EST[host-harness-selftest]=$(est host-harness-selftest)
 		fi
 		[ -z "$guest_ok" ] || plan_vm_tests "" "${TESTS[@]}"
 	else
