@@ -79,8 +79,12 @@ check "a guest that does not boot: booted again, the command's status" 0 "$rc"
 check "the hung boot's vCPUs are kept, with the kernel symbol each was in" yes \
 	"$(grep -q -E '^CPU#0 RIP 0x[0-9a-f]+ in [a-z_]' "$OUT/boot-hang.boot-hang/boot-hang.txt" 2>/dev/null && echo yes || echo no)"
 check "the harness says it booted again" yes "$(grep -q "NOTICE: the guest's kernel did not boot" "$OUT/boot-hang.out" && echo yes || echo no)"
-rc=0; ORDMA_BOOT_LIMIT=20 ORDMA_TEST_BOOT_HANG=always "$RUN" --results "$OUT/boot-hang-twice" -- true >/dev/null 2>&1 || rc=$?
-check "a guest that does not boot twice fails with 123" 123 "$rc"
+# Twice (two 20 s watchdogs): `make test-full` (the second attempt's failure is the run's, as
+# the boot report's twice above, in the same code of qemu-test/run).
+if [ "${ORDMA_TIER:-}" = full ]; then
+	rc=0; ORDMA_BOOT_LIMIT=20 ORDMA_TEST_BOOT_HANG=always "$RUN" --results "$OUT/boot-hang-twice" -- true >/dev/null 2>&1 || rc=$?
+	check "a guest that does not boot twice fails with 123" 123 "$rc"
+fi
 rc=0; ORDMA_MODEL_LOG=debug "$RUN" --results "$OUT/stdout-warning" -- sh -c 'echo "WARNING: printed by the test, not the kernel"; cat /sys/bus/pci/devices/0000:00:06.0/vendor' >/dev/null 2>&1 || rc=$?
 check "a command printing WARNING: passes" 0 "$rc"
 check "ORDMA_MODEL_LOG=debug reaches the NIC model" yes \
