@@ -190,7 +190,7 @@ guest() {
 		-monitor unix:/tmp/vm$i-monitor.sock,server=on,wait=off
 		-chardev file,id=con,path="$R/console.log" -serial chardev:con
 		-kernel "$K/arch/x86/boot/bzImage" -initrd /tmp/initrd.gz
-		-append "console=ttyS0 panic=-1 quiet nokaslr pty.legacy_count=0${BOOT_HANG:+ ordma.test_boot_hang}$APPEND$KAPPEND"
+		-append "console=ttyS0 panic=-1 quiet nokaslr pty.legacy_count=0 tsc=reliable${BOOT_HANG:+ ordma.test_boot_hang}$APPEND$KAPPEND"
 		-fsdev local,id=fsroot,path=/ordma/guestroot,security_model=none,readonly=on,multidevs=remap
 		-device virtio-9p-pci,fsdev=fsroot,mount_tag=root
 		-fsdev local,id=fssrc,path=/ordma/src,security_model=none,readonly=on,multidevs=remap
@@ -209,6 +209,10 @@ guest() {
 		# The Ethernet ports' netdevs, last (JSON too): the NICs keep their addresses.
 		"${ETH_ARGS[@]}"
 	)
+	# The kernel's command line: pty.legacy_count=0 (no legacy PTYs: 7 s of the debug kernel's
+	# boot), tsc=reliable (the clocksource watchdog does not check the TSC: under TCG a debug
+	# guest's boot was seen to spin in watchdog_check_skew until the boot watchdog stopped it,
+	# 5 min lost, twice in a day; qemu-test/boot-profile.sh).
 	printf '%q ' "${QEMU[@]}" >"$R/qemu-cmdline.txt"
 	log "booting the guest (TCG; timeout ${TIMEOUT}s)"
 	local START=$SECONDS QPID
