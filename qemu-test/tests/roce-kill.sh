@@ -8,7 +8,7 @@
 # completion fails.
 # 1. vm2, receiving from vm0, is powered off mid-transfer (the harness kills its QEMU and
 #    NIC model, on request): vm0's sender ends by itself.
-# 2. 100 times (10 in `make test`), vm0 sending to vm1, one end (vm0's and vm1's in turn) is killed with
+# 2. 100 times (20 in `make test`), vm0 sending to vm1, one end (vm0's and vm1's in turn) is killed with
 #    SIGKILL a random 0-400 ms into its transfers; afterwards neither NIC holds a PD, MR,
 #    CQ or QP and neither machine has a page left pinned.
 # 3. vm1's NIC model is killed mid-transfer (the harness, on request): vm0's sender ends by
@@ -44,8 +44,10 @@ survives() {
 	wait "$1" || rc=$?
 	grep -q '^ok peer gone' "$2" && [ $rc = 0 ] || { cat "$2"; fail "$3: the survivor ended with $rc"; }
 }
-# 100 kills in `make test-full`; 10 in `make test` and on the debug kernel.
-N=$([ "${ORDMA_TIER:-}" = full ] && echo 100 || echo 10)
+# 100 kills in `make test-full`; 20 in `make test` (10 of the receiver: with 5, none ending
+# in RETRY_EXC_ERR, the check below, happened by chance, about 1 run in 15); 10 on the debug
+# kernel, which skips that check.
+N=$([ "${ORDMA_TIER:-}" = full ] && echo 100 || echo 20)
 ! debug_kernel || N=10
 pins0=$(pins)
 
