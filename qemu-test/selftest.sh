@@ -42,7 +42,7 @@ for f in console.log dmesg.txt harness.log qemu.log nic0.log cmd.sh; do
 	check "results folder has $f" yes "$([ -e "$OUT/status/$f" ] && echo yes || echo no)"
 done
 
-rc=0; ORDMA_RUN_ID=$ID-timeout "$RUN" --results "$OUT/timeout" --nics 2 --timeout 25 -- sleep 1000 >/dev/null 2>&1 || rc=$?
+rc=0; ORDMA_RUN_ID=$ID-timeout "$RUN" --results "$OUT/timeout" --nics 2 --timeout 12 -- sleep 1000 >/dev/null 2>&1 || rc=$?
 check "timeout gives 124" 124 "$rc"
 check "no QEMU or NIC model left after timeout" "" "$(left_of "$ID-timeout")"
 
@@ -134,17 +134,17 @@ check "--vms 2: summary.txt has each guest's status" "vm0 rc=3 vm1 rc=4" \
 check "--vms 2: --segment-args reach the segment's hub" yes \
 	"$(grep -q 'loss=0.25 .* from=all' "$OUT/vms/segment.log" 2>/dev/null && echo yes || echo no)"
 check "--vms 2: the segment was captured" yes "$([ -s "$OUT/vms/shared/segment.pcap" ] && echo yes || echo no)"
-# A guest that fails stops the others (30 s later): a peer waiting for it does not wait
-# until the deadline.
+# A guest that fails stops the others (30 s later; here 5, ORDMA_STOP_GRACE): a peer waiting
+# for it does not wait until the deadline.
 start=$SECONDS
-rc=0; ORDMA_RUN_ID=$ID-vms-stop "$RUN" --vms 2 --timeout 300 --results "$OUT/vms-stop" -- sh -c \
+rc=0; ORDMA_STOP_GRACE=5 ORDMA_RUN_ID=$ID-vms-stop "$RUN" --vms 2 --timeout 300 --results "$OUT/vms-stop" -- sh -c \
 	'[ "$ORDMA_VM" = 0 ] || sleep 1000; exit 5' >/dev/null 2>&1 || rc=$?
 check "--vms 2: a guest failing while the other waits: its status" 5 "$rc"
 check "--vms 2: ... the other stopped well before the deadline" yes "$([ $((SECONDS - start)) -lt 200 ] && echo yes || echo no)"
 check "--vms 2: ... and said so in the summary" yes \
 	"$(grep -q '^vm1 rc=125 .*stopped: another guest failed' "$OUT/vms-stop/summary.txt" 2>/dev/null && echo yes || echo no)"
 check "--vms 2: no QEMU, NIC model or hub left after a stop" "" "$(left_of "$ID-vms-stop")"
-rc=0; ORDMA_RUN_ID=$ID-vms-timeout "$RUN" --vms 2 --results "$OUT/vms-timeout" --timeout 25 -- sleep 1000 >/dev/null 2>&1 || rc=$?
+rc=0; ORDMA_RUN_ID=$ID-vms-timeout "$RUN" --vms 2 --results "$OUT/vms-timeout" --timeout 12 -- sleep 1000 >/dev/null 2>&1 || rc=$?
 check "--vms 2: timeout gives 124" 124 "$rc"
 check "--vms 2: no QEMU, NIC model or hub left after timeout" "" "$(left_of "$ID-vms-timeout")"
 

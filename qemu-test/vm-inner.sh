@@ -22,6 +22,7 @@ BOOT_WARNING=
 BOOT_HANG=
 # The boot watchdog (below): how long the guest has to reach its init's mounts.
 BOOT_LIMIT=
+GRACE=30
 LINK_LAYER=infiniband
 CAPTURE=
 KAPPEND=
@@ -40,6 +41,7 @@ while [ $# -gt 0 ]; do
 	--boot-warning) BOOT_WARNING=1; shift ;; # the harness self-test's: a warning before insmod
 	--boot-hang) BOOT_HANG=1; shift ;; # the harness self-test's: a guest that never boots
 	--boot-limit) BOOT_LIMIT=$2; shift 2 ;;
+	--stop-grace) GRACE=$2; shift 2 ;; # the others' time once a guest failed (default 30 s)
 	--nic-args) EXTRA[$2]=$3; shift 3 ;; # NIC J of every guest, or "I:J": guest I's NIC J
 	--timeout) TIMEOUT=$2; shift 2 ;;
 	*) echo "vm-inner: unknown argument $1" >&2; exit 127 ;;
@@ -390,7 +392,6 @@ children+=("$WATCHDOG")
 
 # As the guests end: one that failed while others still run stops them after GRACE seconds
 # (a peer waiting for it would wait until the deadline); they end with 125, "stopped".
-GRACE=30
 declare -A RCS=()
 stopping=
 for ((left = VMS; left > 0; left--)); do

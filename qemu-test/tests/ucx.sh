@@ -8,7 +8,8 @@
 #   am_bw (active messages, buffered SENDs of 8 KiB into UCX's SRQ), put_lat (8 B), am_lat and
 #   add_lat (64-bit fetch and add), and on ud_verbs am_bw (1 KiB) and am_lat: each prints
 #   its result line, and the client's NIC took at least one doorbell per iteration (the
-#   model's `status`), so the traffic went through ordma;
+#   model's `status`), so the traffic went through ordma; 200 iterations each (1000 in
+#   `make test-full`);
 # - ucx_perftest at the UCP level (tag matching, what MPI uses), tag_bw of 64 KiB and tag_lat,
 #   with UCX_TLS=rc_verbs,ud_verbs,self (no TCP): UCP's wire-up goes over ud_verbs (both NICs
 #   sent UD datagrams) and the data over rc_verbs (the client's NIC took a doorbell per
@@ -53,14 +54,18 @@ uct() {
 		fail "ucx_perftest $name: ordma1 took $((after - before)) doorbells for $n iterations"
 	echo "ok: ucx_perftest $name over $tl: $(grep '^Final:' /tmp/cli.out | xargs), $((after - before)) doorbells on ordma1"
 }
-uct rc_verbs put_bw 1000 -D zcopy -s 65536
-uct rc_verbs get_bw 1000 -D zcopy -s 65536
-uct rc_verbs am_bw 1000 -D bcopy -s 8192
-uct rc_verbs put_lat 1000 -s 8
-uct rc_verbs am_lat 1000 -s 8
-uct rc_verbs add_lat 1000 -s 8
-uct ud_verbs am_bw 1000 -D bcopy -s 1024
-uct ud_verbs am_lat 1000 -s 8
+# Iterations: 200 in `make test` (each run's start costs more than its traffic), 1000 in
+# `make test-full`.
+n=200
+[ "${ORDMA_TIER:-}" != full ] || n=1000
+uct rc_verbs put_bw $n -D zcopy -s 65536
+uct rc_verbs get_bw $n -D zcopy -s 65536
+uct rc_verbs am_bw $n -D bcopy -s 8192
+uct rc_verbs put_lat $n -s 8
+uct rc_verbs am_lat $n -s 8
+uct rc_verbs add_lat $n -s 8
+uct ud_verbs am_bw $n -D bcopy -s 1024
+uct ud_verbs am_lat $n -s 8
 
 # UCP (tag matching) over ordma alone: TLS the transports UCP may use, no TCP.
 ucp() {
@@ -78,9 +83,9 @@ ucp() {
 	[ $u0 -gt 0 ] && [ $u1 -gt 0 ] || fail "ucx_perftest $name: no UD datagram from a NIC (UCP's wire-up)"
 	echo "ok: ucx_perftest $name over UCP ($tls): $(grep '^Final:' /tmp/cli.out | xargs), $((after - before)) doorbells on ordma1, $u0 + $u1 UD datagrams"
 }
-ucp rc_verbs,ud_verbs,self tag_bw 500 -s 65536
-ucp rc_verbs,ud_verbs,self tag_lat 500 -s 8
-ucp ud_verbs,self tag_lat 500 -s 8
+ucp rc_verbs,ud_verbs,self tag_bw $((n / 2)) -s 65536
+ucp rc_verbs,ud_verbs,self tag_lat $((n / 2)) -s 8
+ucp ud_verbs,self tag_lat $((n / 2)) -s 8
 
 for n in 0 1; do
 	[ "$(objects $n)" = "pds=0 mrs=0 cqs=0 qps=0 srqs=0" ] || fail "NIC $n still holds $(objects $n)"

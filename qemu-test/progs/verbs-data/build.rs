@@ -1,5 +1,5 @@
 //! Compiles the test program's C part (`verbs_data.c`, `mr_checks.c`, `ownership.c`,
-//! `quirks.c`, `srq_checks.c`, `atomics.c`, `uc.c`, `ud.c`, `stress.c`, `many.c`, `ex.c`, `mw.c`, `scale.c`, `cq_resize.c`, `qp_counters.c`) and links libibverbs.
+//! `quirks.c`, `srq_checks.c`, `atomics.c`, `uc.c`, `ud.c`, `stress.c`, `many.c`, `ex.c`, `mw.c`, `scale.c`, `cq_resize.c`, `qp_counters.c`, `health.c`) and links libibverbs.
 
 fn main() {
     for f in [
@@ -19,6 +19,7 @@ fn main() {
         "scale.c",
         "cq_resize.c",
         "qp_counters.c",
+        "health.c",
     ] {
         println!("cargo:rerun-if-changed={f}");
     }
@@ -38,6 +39,7 @@ fn main() {
         .file("scale.c")
         .file("cq_resize.c")
         .file("qp_counters.c")
+        .file("health.c")
         .flag("-std=gnu11")
         .warnings(true)
         .extra_warnings(true)

@@ -750,6 +750,10 @@ int verbs_data_main(int argc, char **argv)
 			check_stress(-1);
 		else if (!strncmp(argv[i], "sends-hold=", 11))
 			check_sends_hold(atoi(argv[i] + 11));
+		else if (!strncmp(argv[i], "arm-storm=", 10))
+			check_arm_storm(atoi(argv[i] + 10));
+		else if (!strncmp(argv[i], "cq-wakeups=", 11))
+			check_cq_wakeups(atoi(argv[i] + 11));
 		else {
 			fprintf(stderr, "unknown check %s\n", argv[i]);
 			return 2;

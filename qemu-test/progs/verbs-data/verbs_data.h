@@ -93,5 +93,7 @@ void check_mw(void);
 void check_scale(int count);
 void check_scale_hold(void);
 void check_sends_hold(int n);
+void check_arm_storm(int seconds);
+void check_cq_wakeups(int rounds);
 
 #endif

@@ -1156,3 +1156,86 @@ fn flush_segment_round_trips_and_rejects_what_it_does_not_know() {
     assert!(is_rd_atomic(WR_FLUSH) && is_rd_atomic(WR_ATOMIC_WRITE) && is_rd_atomic(WR_RDMA_READ));
     assert!(!is_atomic(WR_ATOMIC_WRITE) && !is_rd_atomic(WR_RDMA_WRITE));
 }
+
+#[test]
+fn device_limits_are_clamped_to_the_interface() {
+    let sane = DeviceAttrs {
+        max_qp: 16384,
+        max_qp_wr: 32768,
+        max_cq: 3072,
+        max_cqe: 32768,
+        max_mr: 65536,
+        max_pd: 16384,
+        max_sge: 16,
+        num_ports: 1,
+        max_srq: 16384,
+        max_srq_wr: 32767,
+        max_srq_sge: 16,
+        max_mw: 65536,
+        ..DeviceAttrs::default()
+    };
+    let (a, clamped) = sane.clamped();
+    assert_eq!(a, sane, "a sane NIC's figures are used as they are");
+    assert!(clamped.iter().all(Option::is_none));
+    // A hostile NIC: every limit u32::MAX.
+    let hostile = DeviceAttrs {
+        max_qp: u32::MAX,
+        max_qp_wr: u32::MAX,
+        max_cq: u32::MAX,
+        max_cqe: u32::MAX,
+        max_mr: u32::MAX,
+        max_pd: u32::MAX,
+        max_sge: u32::MAX,
+        num_ports: u32::MAX,
+        max_srq: u32::MAX,
+        max_srq_wr: u32::MAX,
+        max_srq_sge: u32::MAX,
+        max_mw: u32::MAX,
+        ..DeviceAttrs::default()
+    };
+    let (a, clamped) = hostile.clamped();
+    assert_eq!(
+        (
+            a.max_qp,
+            a.max_qp_wr,
+            a.max_cq,
+            a.max_cqe,
+            a.max_mr,
+            a.max_pd
+        ),
+        (65534, 32768, MAX_CQS, 32768, 1 << 24, 1 << 24)
+    );
+    assert_eq!(
+        (
+            a.max_sge,
+            a.num_ports,
+            a.max_srq,
+            a.max_srq_wr,
+            a.max_srq_sge,
+            a.max_mw
+        ),
+        (63, 1, 65536, 32767, 63, 1 << 24)
+    );
+    assert_eq!(MAX_CQS, 3072);
+    let names: Vec<_> = clamped.iter().flatten().map(|c| (c.name, c.from)).collect();
+    assert_eq!(names.len(), CLAMPED_LIMITS, "{names:?}");
+    assert!(names.iter().all(|&(_, from)| from == u32::MAX));
+    // The size arithmetic of the largest WQE fits: header plus every SGE.
+    assert!(RQ_WQE_BASE + WQE_SGE_SIZE * a.max_sge <= 1 << WQE_LOG_SIZE_MAX);
+    // One limit over: only it is named.
+    let one = DeviceAttrs {
+        max_cq: 16384,
+        ..sane
+    };
+    let (a, clamped) = one.clamped();
+    assert_eq!(a.max_cq, 3072);
+    let c: Vec<_> = clamped.iter().flatten().collect();
+    assert_eq!(
+        c,
+        [&Clamped {
+            name: "max_cq",
+            from: 16384,
+            to: 3072
+        }]
+    );
+}

@@ -95,7 +95,10 @@ fn link_fatal_status_and_bad_requests_over_the_socket() {
     );
     assert!(status.contains(" pds=0 mrs=0 cqs=0 qps=0 "), "{status}");
     // The PORT_ACTIVE of the enable, consumed.
-    assert!(status.contains(" events=1 events_unread=0 "), "{status}");
+    assert!(
+        status.contains(" events=1 events_coalesced=0 events_unread=0 "),
+        "{status}"
+    );
     assert!(status.contains(" foreign_doorbells=0"), "{status}");
     assert!(status.contains(" bad_doorbells=0"), "{status}");
 
@@ -148,7 +151,10 @@ fn link_fatal_status_and_bad_requests_over_the_socket() {
     assert!(status.contains(" fatal=1 error=9 "), "{status}");
     // PORT_ACTIVE, PORT_DOWN, PORT_ACTIVE, FATAL: the unchanged link posted none; the
     // consumer index written was 3.
-    assert!(status.contains(" events=4 events_unread=1 "), "{status}");
+    assert!(
+        status.contains(" events=4 events_coalesced=0 events_unread=1 "),
+        "{status}"
+    );
     assert!(request(&path, "fatal").unwrap().starts_with("error: "));
 
     // inject: armed at run time.

@@ -342,14 +342,15 @@ fn event_queue_arm_consume_and_overflow() {
 }
 
 #[test]
-fn a_full_event_queue_drops_instead_of_overwriting() {
+fn an_event_queue_overrun_is_fatal_and_never_overwrites() {
     let mut rig = Rig::new();
     rig.program(3, 2); // EQ depth 4
     rig.w(hw::REG_CONTROL, hw::CONTROL_ENABLE); // event 0: PORT_ACTIVE
     for up in [false, true, false, true, false] {
         rig.nic.set_link(up, &rig.mem, &rig.irq);
     }
-    assert_eq!(rig.nic.events_dropped(), 2, "4 slots, 6 events");
+    // Three slots for events, the fourth kept for EVENT_FATAL: the fourth event is an
+    // overrun (dropped, counted, fatal, told in the kept slot), and nothing is written over.
     let kinds: Vec<_> = (0..4).map(|i| rig.event(i).kind).collect();
     assert_eq!(
         kinds,
@@ -357,14 +358,13 @@ fn a_full_event_queue_drops_instead_of_overwriting() {
             hw::EVENT_PORT_ACTIVE,
             hw::EVENT_PORT_DOWN,
             hw::EVENT_PORT_ACTIVE,
-            hw::EVENT_PORT_DOWN
+            hw::EVENT_FATAL
         ]
     );
-    // Consuming makes room again; the next event goes to slot 0 with the flipped phase.
-    rig.w(hw::REG_EQ_DB, 4);
-    rig.nic.set_link(true, &rig.mem, &rig.irq);
-    let e = rig.event(0);
-    assert_eq!((e.kind, e.phase), (hw::EVENT_PORT_ACTIVE, false));
+    assert_eq!(rig.event(3).data, hw::ERR_EVENT_OVERRUN);
+    assert_eq!(rig.r(hw::REG_ERROR), hw::ERR_EVENT_OVERRUN);
+    assert_ne!(rig.r(hw::REG_STATUS) & hw::STATUS_FATAL, 0);
+    assert!(rig.nic.events_dropped() >= 1, "the overrun is counted");
 }
 
 #[test]

@@ -144,7 +144,18 @@ impl<'bound> OrdmaDevice<'bound> {
     ) -> Result<ib::Registration<'bound, OrdmaIb<'bound>>> {
         let pdev = nic.pdev;
         nic.enable()?;
-        let attrs = nic.query_device()?;
+        // Every limit at most what the interface allows, whatever the NIC says.
+        let (attrs, clamped) = nic.query_device()?.clamped();
+        for c in clamped.iter().flatten() {
+            dev_warn!(
+                pdev,
+                "the NIC reports {} {}, above the interface's {}: {} used\n",
+                c.name,
+                c.from,
+                c.to,
+                c.to
+            );
+        }
         let port = nic.query_port(1)?;
         nic.init_port(port.state == hw::PORT_STATE_ACTIVE, port.is_ethernet());
         // Events (the first: the PORT_ACTIVE of the enable) from now on.

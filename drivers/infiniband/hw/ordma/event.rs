@@ -18,8 +18,9 @@ use kernel::{
 
 use crate::{hw, ib, nic::Nic};
 
-/// log2 of the event queue depth.
-pub(crate) const EQ_LOG_DEPTH: u32 = 6;
+/// log2 of the event queue depth: the deepest the interface allows, which holds one
+/// completion event of every CQ a NIC may have (`hw::MAX_CQS`) and the asynchronous events.
+pub(crate) const EQ_LOG_DEPTH: u32 = hw::MAX_LOG_DEPTH;
 const EQ_DEPTH: u16 = 1 << EQ_LOG_DEPTH;
 
 /// The event ring in DMA-coherent memory.

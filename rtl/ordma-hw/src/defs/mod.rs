@@ -88,6 +88,11 @@ pub const ERR_BAD_REGISTER_WRITE: u32 = 3;
 pub const ERR_BAD_DOORBELL: u32 = 4;
 /// `ERROR`: an internal error of the NIC (the model: one injected by a test).
 pub const ERR_INTERNAL: u32 = 5;
+/// `ERROR`: the event queue overran: an event was due and only the slot kept for
+/// `EVENT_FATAL` was free (the driver did not consume events; with one completion event
+/// pending per CQ at most, a queue deeper than `max_cq` plus the asynchronous events in
+/// flight never overruns).
+pub const ERR_EVENT_OVERRUN: u32 = 6;
 
 /// `EQ_DB` bit: raise the event interrupt when the next entry is written.
 pub const EQ_DB_ARM: u32 = 1 << 31;
@@ -615,6 +620,7 @@ pub const QP_ACCESS_ALL: u32 = ACCESS_ALL & !ACCESS_MW_BIND;
 mod counters;
 mod cq;
 mod doorbell;
+mod limits;
 mod memory;
 mod mw;
 mod port;
@@ -625,6 +631,7 @@ mod wqe;
 pub use counters::*;
 pub use cq::*;
 pub use doorbell::*;
+pub use limits::*;
 pub use memory::*;
 pub use mw::*;
 pub use port::*;

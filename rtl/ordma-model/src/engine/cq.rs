@@ -7,7 +7,12 @@
 //! last saw. Arming is a doorbell (`DB_CQ_ARM`, `DB_CQ_ARM_SOLICITED`) carrying the
 //! consumer index: if completions past it exist already, the NIC posts
 //! `EVENT_CQ_COMPLETION` at once, else with the next (solicited) completion. One event per
-//! arm.
+//! arm, and only for news: an arm with the consumer index and producer index of the CQ's
+//! last event (nothing polled, nothing new since) posts nothing and stays armed for the
+//! next completion. At most one completion event per CQ is in the event queue at a time:
+//! one due while the last is still unconsumed is owed, and posted when the driver's
+//! `EQ_DB` passes that one ([`Nic::cq_events_consumed`]). So a consumer re-arming in a loop
+//! costs the event queue nothing, and the queue is sized by the CQs, not by the arms.
 
 use ordma_hw as hw;
 use tracing::debug;
@@ -49,6 +54,12 @@ pub struct Cq {
     pub(super) arm: Arm,
     /// Overran or lost its ring: takes no more completions.
     pub(super) broken: bool,
+    /// The producer and consumer indexes when its last completion event was posted.
+    pub(super) ev_at: (u16, u16),
+    /// Its last completion event is in the event queue, not yet consumed by the driver.
+    pub(super) ev_pending: bool,
+    /// An event came due while one was pending: posted once that one is consumed.
+    pub(super) ev_owed: bool,
 }
 
 impl Cq {
@@ -104,6 +115,9 @@ impl Nic {
             ci: 0,
             arm: Arm::Off,
             broken: false,
+            ev_at: (0, 0),
+            ev_pending: false,
+            ev_owed: false,
         };
         match self.cqs.insert(cq) {
             Some(h) => {
@@ -128,6 +142,9 @@ impl Nic {
         }
         match self.cqs.remove_index(p.num) {
             Some(_) => {
+                // Its event still in the queue names a CQ that is gone, not the next one
+                // made with its number.
+                self.forget_cq_events(p.num);
                 debug!(cqn = p.num, "CQ destroyed");
                 (hw::AQ_OK, 0)
             }
@@ -224,13 +241,49 @@ impl Nic {
             return;
         }
         cq.ci = ci;
-        if cq.pi != ci {
-            cq.arm = Arm::Off;
-            self.post_event(hw::EVENT_CQ_COMPLETION, cqn, 0, mem, irq);
+        self.doorbells += 1;
+        // Completions past the consumer, and news since the last event (a completion or
+        // the consumer's progress): an event now. Otherwise armed for the next completion.
+        if cq.pi != ci && (cq.pi, ci) != cq.ev_at {
+            self.cq_event_due(cqn, mem, irq);
         } else {
             cq.arm = arm;
+            if cq.pi != ci {
+                self.cq_events_coalesced += 1;
+            }
         }
-        self.doorbells += 1;
+    }
+
+    /// A completion event is due for CQ `cqn` (an arm found completions past the consumer,
+    /// or a completion met its arm): the arm is spent, and the event posted now, or owed
+    /// while the CQ's last one is still in the event queue.
+    fn cq_event_due(&mut self, cqn: u32, mem: &dyn Dma, irq: &dyn Interrupts) {
+        let Some(cq) = self.cqs.get_index_mut(cqn) else {
+            return;
+        };
+        cq.arm = Arm::Off;
+        if cq.ev_pending {
+            cq.ev_owed = true;
+            self.cq_events_coalesced += 1;
+            return;
+        }
+        cq.ev_at = (cq.pi, cq.ci);
+        let posted = self.post_event(hw::EVENT_CQ_COMPLETION, cqn, 0, mem, irq);
+        if let Some(cq) = self.cqs.get_index_mut(cqn) {
+            cq.ev_pending = posted;
+        }
+    }
+
+    /// The driver consumed the completion event of CQ `cqn` (its `EQ_DB` passed it): an
+    /// owed event goes out now.
+    pub(super) fn cq_event_consumed(&mut self, cqn: u32, mem: &dyn Dma, irq: &dyn Interrupts) {
+        let Some(cq) = self.cqs.get_index_mut(cqn) else {
+            return;
+        };
+        cq.ev_pending = false;
+        if std::mem::take(&mut cq.ev_owed) {
+            self.cq_event_due(cqn, mem, irq);
+        }
     }
 
     /// Writes one completion (`cqe`, exactly the CQ's CQE size) into CQ `cqn`; raises
@@ -298,8 +351,7 @@ impl Nic {
         cq.pi = cq.pi.wrapping_add(1);
         let fire = cq.arm == Arm::Next || (cq.arm == Arm::Solicited && solicited);
         if fire {
-            cq.arm = Arm::Off;
-            self.post_event(hw::EVENT_CQ_COMPLETION, cqn, 0, mem, irq);
+            self.cq_event_due(cqn, mem, irq);
         }
         true
     }

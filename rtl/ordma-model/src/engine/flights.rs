@@ -638,7 +638,9 @@ impl Nic {
         q.dp.sqd_notify = false;
         debug!(qpn, "send queue drained");
         match via {
-            Some((mem, irq)) => self.post_event(hw::EVENT_QP_SQ_DRAINED, qpn, 0, mem, irq),
+            Some((mem, irq)) => {
+                self.post_event(hw::EVENT_QP_SQ_DRAINED, qpn, 0, mem, irq);
+            }
             None => self.queue_event(hw::EVENT_QP_SQ_DRAINED, qpn, 0),
         }
     }

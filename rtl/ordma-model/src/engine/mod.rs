@@ -123,7 +123,7 @@ impl NicConfig {
                 page_size_cap: (1 << 12) | (1 << 21) | (1 << 30),
                 max_qp: 16384,
                 max_qp_wr: 4096,
-                max_cq: 16384,
+                max_cq: hw::MAX_CQS,
                 max_cqe: 1 << hw::MAX_QUEUE_LOG_DEPTH,
                 max_mr: 65536,
                 max_pd: 16384,
@@ -178,6 +178,9 @@ pub struct Nic {
     doorbells: u64,
     /// Events written into the event queue since reset.
     events_posted: u64,
+    /// Completion events not posted since reset: arms with nothing new since the CQ's last
+    /// event, and events due while the last was unconsumed (owed, posted later).
+    cq_events_coalesced: u64,
     /// Atomics the responder executed, and duplicates it answered again from its replay
     /// cache, since the model started.
     atomics: [u64; 2],
@@ -275,6 +278,8 @@ pub struct NicStatus {
     pub commands: u64,
     /// Events written into the event queue since reset.
     pub events: u64,
+    /// Completion events coalesced since reset (see [`Nic`]'s `cq_events_coalesced`).
+    pub events_coalesced: u64,
     /// Events in the event queue the driver has not consumed yet.
     pub events_unread: u16,
     /// Admin commands the driver has submitted (doorbell) that the NIC has not completed.
@@ -295,7 +300,7 @@ impl fmt::Display for NicStatus {
              atomics={} atomics_replayed={} \
              timer_resends={} seq_naks_sent={} seq_naks_received={} \
              uc_dropped={} ud_sent={} ud_received={} ud_dropped={} ud_qkey_dropped={} \
-             gids={} doorbells={} commands={} events={} events_unread={} admin_pending={} {}",
+             gids={} doorbells={} commands={} events={} events_coalesced={} events_unread={} admin_pending={} {}",
             if self.link_up { "up" } else { "down" },
             u8::from(self.enabled),
             u8::from(self.fatal),
@@ -334,6 +339,7 @@ impl fmt::Display for NicStatus {
             self.doorbells,
             self.commands,
             self.events,
+            self.events_coalesced,
             self.events_unread,
             self.admin_pending,
             self.counters
@@ -425,6 +431,7 @@ impl Nic {
             srqs: Table::new(config.attrs.max_srq.min(hw::MAX_QUEUE_NUM + 1)),
             doorbells: 0,
             events_posted: 0,
+            cq_events_coalesced: 0,
             atomics: [0; 2],
             port_counters: hw::PortCounters::default(),
             qp_counts: HashMap::new(),
@@ -563,6 +570,7 @@ impl Nic {
             doorbells: self.doorbells,
             commands: self.commands_completed,
             events: self.events_posted,
+            events_coalesced: self.cq_events_coalesced,
             events_unread: self.events_unread(),
             admin_pending: self
                 .aq
