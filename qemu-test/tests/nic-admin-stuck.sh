@@ -3,10 +3,12 @@
 # process no admin command (`inject admin-stuck`: doorbells are taken, nothing completes,
 # `status` counts them in `admin_pending`).
 # 1. A process registers a 1 MiB MR: CREATE_MR times out (ETIMEDOUT, the 5 s admin
-#    timeout). The driver treats the NIC as failed: a process holding a context and a PD
+#    timeout), alone (nic-admin-timeout: one command's timeout is not the NIC's failure).
+#    A second process's ALLOC_PD times out too, 10 s after the NIC last answered anything:
+#    the driver then treats the NIC as failed: a process holding a context and a PD
 #    gets IBV_EVENT_DEVICE_FATAL (ibv_get_async_event) and its next verb fails with EIO;
 #    so does a new process's, and no later command reaches the NIC (once the model is
-#    unstuck, anything rung would run: `commands` stays, `admin_pending` stays 1). The NIC
+#    unstuck, anything rung would run: `commands` stays, `admin_pending` stays 2). The NIC
 #    may have made the MR, so its pages stay pinned after the process is killed, until
 #    unbind stops the NIC; unbind and rebind are clean and the NIC works again.
 # 2. The same with the NIC dying while CREATE_MR waits (`inject admin-dies`: the doorbell
@@ -54,6 +56,12 @@ touch /tmp/reg-now
 answer=$(reg_answer /tmp/reg.out)
 echo "registering with the admin queue stuck: $answer"
 grep -q '^reg ETIMEDOUT ' <<<"$answer" || fail "CREATE_MR on a stuck admin queue: expected ETIMEDOUT"
+dmesg | grep "treated as failed" && fail "one command's timeout took the NIC for failed"
+python3 $P/async_events.py ordma0 --then-alloc-pd >/tmp/ev1.out 2>&1 || { cat /tmp/ev1.out; fail "a second process"; }
+cat /tmp/ev1.out
+grep -q '^alloc_pd errno ETIMEDOUT ' /tmp/ev1.out || fail "ALLOC_PD on a NIC silent for 10 s: expected ETIMEDOUT"
+dmesg | grep -q "answered no command for 10 s: the NIC is treated as failed" ||
+	fail "a NIC silent for 10 s was not taken for failed"
 rc=0
 wait $waiter || rc=$?
 cat /tmp/ev.out
@@ -71,7 +79,7 @@ cat /tmp/ev2.out
 grep -q '^alloc_pd errno EIO ' /tmp/ev2.out || fail "a new process's ibv_alloc_pd did not fail with EIO"
 s=$(status)
 echo "NIC: $s"
-[ "$(field commands "$s")" = "$commands0" ] && [ "$(field admin_pending "$s")" = 1 ] ||
+[ "$(field commands "$s")" = "$commands0" ] && [ "$(field admin_pending "$s")" = 2 ] ||
 	fail "a command reached the NIC after it was treated as failed"
 echo "ok: after the timeout, IBV_EVENT_DEVICE_FATAL, then EIO with no command sent"
 echo $dev >$D/unbind

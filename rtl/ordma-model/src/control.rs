@@ -8,7 +8,7 @@
 //! |---|---|
 //! | `link up`, `link down` | the port's link changes; `PORT_ACTIVE`/`PORT_DOWN` is posted (MSI-X if armed) |
 //! | `fatal [CODE]` | the NIC stops as on an internal error: `STATUS.FATAL`, `ERROR = CODE` (default `ERR_INTERNAL`, 5), `EVENT_FATAL` |
-//! | `inject FAULT [until-reset]` | arms an `--inject` fault now (`none` clears it): e.g. `destroy-fails` (`DESTROY_CQ`/`DESTROY_QP` fail, the queues stay), `admin-stuck` (no admin command completes), `admin-dies` (the next admin doorbell makes the NIC fatal). It lasts through every reset until disarmed; with `until-reset`, until the next function reset disarms it |
+//! | `inject FAULT [until-reset]` | arms an `--inject` fault now (`none` clears it): e.g. `destroy-fails` (`DESTROY_CQ`/`DESTROY_QP` fail, the queues stay), `admin-stuck` (no admin command completes), `admin-dies` (the next admin doorbell makes the NIC fatal), `admin-lost` (the next admin command runs and its completion is never written; disarms itself). It lasts through every reset until disarmed; with `until-reset`, until the next function reset disarms it |
 //! | `die`, `die fatal` | the NIC dies softly (below); an error reply if it is dead already (`die fatal`: or fatal) |
 //! | `event KIND DATA [COUNT]` | posts COUNT (1..=64, default 1) events of any kind with `data` DATA, as the NIC would |
 //! | `doorbell-pages` | `ok PAGE=N ...`: each doorbell page written since the model started, with its count of 32-bit writes (accepted or not) |

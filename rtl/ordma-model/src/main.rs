@@ -48,7 +48,8 @@ struct Args {
     /// Misbehave, to test the driver: bad-version (VERSION says 2.0), reset-stuck (READY
     /// never returns after a reset), query-device-error (QUERY_DEVICE fails), destroy-fails
     /// (DESTROY_CQ and DESTROY_QP fail, the queues stay), admin-stuck (no admin command
-    /// completes), admin-dies (the next admin doorbell makes the NIC fatal). It lasts
+    /// completes), admin-dies (the next admin doorbell makes the NIC fatal), admin-lost
+    /// (the next admin command runs, its completion never written). It lasts
     /// through every reset (the control channel's `inject FAULT until-reset` arms one that
     /// the next function reset ends; QEMU's machine reset before the guest boots is one)
     #[arg(long, value_name = "FAULT", value_parser = parse_fault)]

@@ -402,6 +402,25 @@ fn injected_faults_behave_as_documented() {
     // One failed command, counted once.
     let s = rig.nic.status_snapshot().to_string();
     assert!(s.contains(" bad_commands=1 "), "{s}");
+    // admin-lost: the next command runs and its completion is never written; the fault
+    // disarms itself, and the command after it completes in the next CQ slot.
+    let mut rig = mk(Fault::AdminLost);
+    rig.program(3, 4);
+    rig.w(hw::REG_CONTROL, hw::CONTROL_ENABLE);
+    rig.submit_raw(&[Rig::query_device(7, BUF, 64), Rig::query_device(8, BUF, 64)]);
+    let c = rig.completion(0);
+    assert_eq!(
+        (c.cmd_id, c.status),
+        (8, hw::AQ_OK),
+        "the first answer is the second's"
+    );
+    assert_eq!(rig.completion(1).cmd_id, 0, "nothing more written");
+    let s = rig.nic.status_snapshot();
+    assert_eq!(
+        (s.commands, s.admin_pending),
+        (1, 0),
+        "both ran, one answered"
+    );
     assert!("nonsense".parse::<Fault>().is_err());
 }
 

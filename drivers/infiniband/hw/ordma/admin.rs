@@ -1,18 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The admin queue engine: submit a command, wait for its completion (signalled by MSI-X),
-//! time out. The typed commands are in `commands.rs`.
+//! time out. Commands run in parallel up to the queue's depth, each answer matched to its
+//! command by tag; a command that times out fails for its caller alone, and the NIC is
+//! taken for failed only when it answers nothing at all for `ADMIN_SILENCE`. The typed
+//! commands are in `commands.rs`.
 
 use kernel::{
     device,
     dma::Coherent,
     io::{io_project, Io},
     irq::{self, IrqReturn},
-    new_condvar, new_mutex, new_spinlock_irq,
+    new_condvar, new_spinlock_irq,
     prelude::*,
     sync::{
         barrier::{dma_mb, Read},
-        Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLockIrq,
+        Arc, CondVar, CondVarTimeoutResult, SpinLockIrq, SpinLockIrqGuard,
     },
     time::{delay::fsleep, msecs_to_jiffies, Delta, Instant, Monotonic},
 };
@@ -23,8 +26,13 @@ use crate::{
 };
 
 /// How long a command may take, on the monotonic clock (not jiffies, not affected by
-/// signals). Generous: the model runs under TCG on a busy host.
+/// signals). Generous: the model runs under TCG on a busy host. A command past it fails
+/// with `ETIMEDOUT` for its caller alone.
 const ADMIN_TIMEOUT: Delta = Delta::from_millis(5000);
+
+/// How long the NIC may answer no command at all while commands are outstanding before it
+/// is taken for failed: two timeouts in a row with nothing answered between them.
+const ADMIN_SILENCE: Delta = Delta::from_millis(10000);
 
 /// While a signal is pending, how long each uninterruptible sleep between checks lasts.
 const SIGNALLED_POLL: Delta = Delta::from_micros(1000);
@@ -33,7 +41,31 @@ const SIGNALLED_POLL: Delta = Delta::from_micros(1000);
 pub(crate) const AQ_LOG_DEPTH: u32 = 4;
 const AQ_DEPTH: u16 = 1 << AQ_LOG_DEPTH;
 
-/// Submission state, one command in flight at a time.
+/// A submission slot: the command it holds until the NIC answers it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Free,
+    /// Sent with this tag, waiting for its answer.
+    Waiting(u32),
+    /// Answered (tag, status, result), for its waiter to take.
+    Answered(u32, u16, u64),
+    /// Its waiter gave up (timeout, the NIC died): the answer is dropped when it comes. The
+    /// caller kept what the command reaches ([`Failure::may_have_run`]).
+    Abandoned(u32),
+}
+
+impl Slot {
+    /// The tag of the command the slot holds, if any.
+    fn tag(self) -> Option<u32> {
+        match self {
+            Self::Free => None,
+            Self::Waiting(t) | Self::Answered(t, ..) | Self::Abandoned(t) => Some(t),
+        }
+    }
+}
+
+/// The queues' state: several commands in flight, up to the depth, each matched to its
+/// answer by its tag.
 struct AdminState {
     /// Next SQ slot (free-running).
     prod: u16,
@@ -41,26 +73,42 @@ struct AdminState {
     cq_head: u16,
     /// Next command tag.
     next_id: u32,
-    /// A command was abandoned (timeout, or the NIC died): the rings are out of step with
-    /// the NIC until a reset. (The caller then treats the NIC as dead.)
-    broken: bool,
+    /// What each SQ slot holds; a slot is reused once its command is answered.
+    slots: [Slot; AQ_DEPTH as usize],
+    /// Since when the NIC has answered nothing while commands were outstanding.
+    silent_since: Option<Instant<Monotonic>>,
+    /// An answer carried a tag no command has: the tag, and the rings are out of step.
+    stray: Option<u32>,
+    /// The NIC is dead: stop waiting, send nothing.
+    dead: bool,
+}
+
+impl AdminState {
+    /// Whether a command is sent and not answered (or answered and not yet taken).
+    fn outstanding(&self) -> bool {
+        self.slots
+            .iter()
+            .any(|s| matches!(s, Slot::Waiting(_) | Slot::Abandoned(_)))
+    }
 }
 
 /// Why a command did not succeed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Failure {
-    /// Not sent: the NIC is dead, or the rings are out of step since an earlier command.
+    /// Not sent: the NIC is dead, or its answers are out of step since an earlier command.
     NotSent,
-    /// Sent, and not answered within `ADMIN_TIMEOUT`.
+    /// Not sent: every slot held a command the NIC did not answer, for `ADMIN_TIMEOUT`.
+    QueueFull,
+    /// Sent, and not answered within `ADMIN_TIMEOUT`; the NIC answers others.
     TimedOut,
+    /// Sent, not answered, and the NIC answered nothing for `ADMIN_SILENCE`: it has stopped.
+    Unresponsive,
     /// Sent, and the NIC died (a `FATAL` event) before it answered.
     DiedWaiting,
-    /// Answered, for another command.
-    WrongId {
-        /// The tag the completion carries.
+    /// The NIC answered with a tag no command has: its answers are out of step.
+    Stray {
+        /// The tag the answer carries.
         got: u32,
-        /// The command's.
-        want: u32,
     },
     /// Answered with an error status.
     Status(u16),
@@ -72,29 +120,20 @@ impl Failure {
     pub(crate) fn may_have_run(self) -> bool {
         matches!(
             self,
-            Self::TimedOut | Self::DiedWaiting | Self::WrongId { .. }
+            Self::TimedOut | Self::Unresponsive | Self::DiedWaiting | Self::Stray { .. }
         )
     }
 }
 
-/// What the completion interrupt and `fail_all` tell a waiter.
-struct Wake {
-    /// Interrupts seen.
-    irqs: u64,
-    /// The NIC is dead: stop waiting.
-    dead: bool,
-}
-
-/// The admin SQ and CQ in DMA-coherent memory, and the waiter's wake-up.
+/// The admin SQ and CQ in DMA-coherent memory, their state, and the waiters' wake-up.
 #[pin_data]
 pub(crate) struct AdminQueue {
     sq: Coherent<[[u8; hw::AQ_SQE_SIZE]]>,
     cq: Coherent<[[u8; hw::AQ_CQE_SIZE]]>,
+    /// An interrupt-safe lock: the completion interrupt takes it to order its wake-up
+    /// against a waiter's look at the CQ.
     #[pin]
-    state: Mutex<AdminState>,
-    /// The lock orders the waiter's check against the wake-up.
-    #[pin]
-    wake: SpinLockIrq<Wake>,
+    state: SpinLockIrq<AdminState>,
     #[pin]
     done: CondVar,
 }
@@ -105,11 +144,18 @@ impl AdminQueue {
         try_pin_init!(Self {
             sq: Coherent::zeroed_slice(dev, usize::from(AQ_DEPTH), GFP_KERNEL)?,
             cq: Coherent::zeroed_slice(dev, usize::from(AQ_DEPTH), GFP_KERNEL)?,
-            state <- new_mutex!(
-                AdminState { prod: 0, cq_head: 0, next_id: 1, broken: false },
+            state <- new_spinlock_irq!(
+                AdminState {
+                    prod: 0,
+                    cq_head: 0,
+                    next_id: 1,
+                    slots: [Slot::Free; AQ_DEPTH as usize],
+                    silent_since: None,
+                    stray: None,
+                    dead: false,
+                },
                 "ordma_admin"
             ),
-            wake <- new_spinlock_irq!(Wake { irqs: 0, dead: false }, "ordma_admin_wake"),
             done <- new_condvar!("ordma_admin_done"),
         })
     }
@@ -124,15 +170,15 @@ impl AdminQueue {
         self.cq.dma_address()
     }
 
-    /// The completion interrupt.
+    /// The completion interrupt: wakes the waiters, which read the answers.
     fn completed(&self) {
-        self.wake.lock().irqs += 1;
+        drop(self.state.lock());
         self.done.notify_all();
     }
 
     /// The NIC is dead: commands in flight and to come fail at once with `EIO`.
     pub(crate) fn fail_all(&self) {
-        self.wake.lock().dead = true;
+        self.state.lock().dead = true;
         self.done.notify_all();
     }
 
@@ -151,20 +197,64 @@ impl AdminQueue {
         Some(hw::AdminCompletion::decode(&raw))
     }
 
-    /// Runs one command: writes it, rings the doorbell, waits for its completion, and
-    /// returns its result. Signals do not interrupt a command: the NIC would still complete
-    /// it, and the rings would go out of step. What a failure means is for the caller
-    /// ([`Nic::command`]) to act on.
+    /// Takes every answer the NIC has written, each to the slot of the command with its
+    /// tag; an abandoned command's is dropped (its slot freed). An answer with a tag no
+    /// command has puts the queue out of step ([`Failure::Stray`]).
+    fn reap(&self, st: &mut AdminState) {
+        let mut answered = false;
+        while let Some(c) = self.completion(st.cq_head) {
+            st.cq_head = st.cq_head.wrapping_add(1);
+            answered = true;
+            match st.slots.iter_mut().find(|s| {
+                matches!(s, Slot::Waiting(_) | Slot::Abandoned(_)) && s.tag() == Some(c.cmd_id)
+            }) {
+                Some(s @ Slot::Waiting(_)) => *s = Slot::Answered(c.cmd_id, c.status, c.result),
+                Some(s) => *s = Slot::Free,
+                None => st.stray = Some(c.cmd_id),
+            }
+        }
+        if answered {
+            st.silent_since = st.outstanding().then(Instant::now);
+        }
+    }
+
+    /// How a wait that ran out ends: the NIC stopped answering altogether, or only this
+    /// command (or this submission) failed.
+    fn ran_out(st: &AdminState, alone: Failure) -> Failure {
+        match st.silent_since {
+            Some(since) if since.elapsed() >= ADMIN_SILENCE => Failure::Unresponsive,
+            _ => alone,
+        }
+    }
+
+    /// Runs one command: takes a free slot (waiting while every slot holds a command),
+    /// writes it, rings the doorbell, waits for its answer, and returns its result. Several
+    /// commands are in flight at once; each waits for its own answer, by its tag. Signals
+    /// do not interrupt a command (the NIC would still run it). What a failure means is
+    /// for the caller ([`Nic::command`]) to act on.
     pub(crate) fn execute(
         &self,
         bar: &Bar0<'_>,
         opcode: u8,
         params: [u8; hw::AQ_SQE_SIZE - 8],
     ) -> Result<u64, Failure> {
+        let start = Instant::<Monotonic>::now();
         let mut st = self.state.lock();
-        if st.broken || self.wake.lock().dead {
-            return Err(Failure::NotSent);
-        }
+        let slot = loop {
+            self.reap(&mut st);
+            if st.dead || st.stray.is_some() {
+                return Err(Failure::NotSent);
+            }
+            let slot = usize::from(st.prod % AQ_DEPTH);
+            if st.slots.get(slot) == Some(&Slot::Free) {
+                break slot;
+            }
+            let waited;
+            (st, waited) = self.wait(st, start);
+            if !waited {
+                return Err(Self::ran_out(&st, Failure::QueueFull));
+            }
+        };
         let cmd_id = st.next_id;
         st.next_id = st.next_id.wrapping_add(1);
         let cmd = hw::AdminCmd {
@@ -172,65 +262,77 @@ impl AdminQueue {
             cmd_id,
             params,
         };
-        let slot = usize::from(st.prod % AQ_DEPTH);
         // PANIC: `slot < AQ_DEPTH`, the ring's length.
         io_project!(self.sq, [panic: slot]).copy_write(cmd.encode());
+        if let Some(s) = st.slots.get_mut(slot) {
+            *s = Slot::Waiting(cmd_id);
+        }
+        if st.silent_since.is_none() {
+            st.silent_since = Some(Instant::now());
+        }
         st.prod = st.prod.wrapping_add(1);
         // The entry must be visible to the NIC before the doorbell: the MMIO write orders
         // it after the coherent-memory store (writel has the needed barrier).
         bar.write_reg(hw::regs::AQ_SQ_DB::zeroed().with_prod(st.prod));
 
-        let head = st.cq_head;
-        let c = match self.wait(head) {
-            Ok(c) => c,
-            Err(f) => {
-                // The NIC may still complete the command: the rings are out of step.
-                st.broken = true;
-                return Err(f);
+        let abandon = |st: &mut AdminState, f: Failure| {
+            if let Some(s) = st.slots.get_mut(slot) {
+                *s = Slot::Abandoned(cmd_id);
             }
+            Err(f)
         };
-        st.cq_head = head.wrapping_add(1);
-        if c.cmd_id != cmd_id {
-            return Err(Failure::WrongId {
-                got: c.cmd_id,
-                want: cmd_id,
-            });
-        }
-        match c.status {
-            hw::AQ_OK => Ok(c.result),
-            status => Err(Failure::Status(status)),
+        loop {
+            self.reap(&mut st);
+            if let Some(&Slot::Answered(_, status, result)) = st.slots.get(slot) {
+                if let Some(s) = st.slots.get_mut(slot) {
+                    *s = Slot::Free;
+                }
+                // A slot is free for a command waiting for one.
+                self.done.notify_all();
+                return match status {
+                    hw::AQ_OK => Ok(result),
+                    status => Err(Failure::Status(status)),
+                };
+            }
+            if let Some(got) = st.stray {
+                return abandon(&mut st, Failure::Stray { got });
+            }
+            if st.dead {
+                return abandon(&mut st, Failure::DiedWaiting);
+            }
+            let waited;
+            (st, waited) = self.wait(st, start);
+            if !waited {
+                let f = Self::ran_out(&st, Failure::TimedOut);
+                return abandon(&mut st, f);
+            }
         }
     }
 
-    /// Waits for the completion in slot `head`: until it is written, the NIC dies
-    /// ([`Failure::DiedWaiting`]), or `ADMIN_TIMEOUT` passes on the monotonic clock with the
-    /// ring checked once more ([`Failure::TimedOut`]).
-    fn wait(&self, head: u16) -> Result<hw::AdminCompletion, Failure> {
-        let start = Instant::<Monotonic>::now();
-        let mut guard = self.wake.lock();
-        loop {
-            if let Some(c) = self.completion(head) {
-                return Ok(c);
-            }
-            if guard.dead {
-                return Err(Failure::DiedWaiting);
-            }
-            let left = ADMIN_TIMEOUT - start.elapsed();
-            if left.is_negative() || left.is_zero() {
-                return Err(Failure::TimedOut);
-            }
-            // CAST: `left` is at most 5000 ms.
-            let jiffies = msecs_to_jiffies(left.as_millis_ceil() as u32).max(1);
-            if let CondVarTimeoutResult::Signal { .. } =
-                self.done.wait_interruptible_timeout(&mut guard, jiffies)
-            {
-                // A signal (a process being killed while it frees its objects) must not
-                // abandon the command: sleep uninterruptibly between checks instead.
-                drop(guard);
-                fsleep(SIGNALLED_POLL);
-                guard = self.wake.lock();
-            }
+    /// Waits for an interrupt (or a freed slot) until `ADMIN_TIMEOUT` after `start`, the
+    /// lock released meanwhile; false once that time has passed. The caller looks at the CQ
+    /// again either way.
+    fn wait<'a>(
+        &'a self,
+        mut st: SpinLockIrqGuard<'a, AdminState>,
+        start: Instant<Monotonic>,
+    ) -> (SpinLockIrqGuard<'a, AdminState>, bool) {
+        let left = ADMIN_TIMEOUT - start.elapsed();
+        if left.is_negative() || left.is_zero() {
+            return (st, false);
         }
+        // CAST: `left` is at most 5000 ms.
+        let jiffies = msecs_to_jiffies(left.as_millis_ceil() as u32).max(1);
+        if let CondVarTimeoutResult::Signal { .. } =
+            self.done.wait_interruptible_timeout(&mut st, jiffies)
+        {
+            // A signal (a process being killed while it frees its objects) must not
+            // abandon the command: sleep uninterruptibly between checks instead.
+            drop(st);
+            fsleep(SIGNALLED_POLL);
+            st = self.state.lock();
+        }
+        (st, true)
     }
 }
 

@@ -265,12 +265,13 @@ impl<'bound> Nic<'bound> {
     }
 
     /// Runs one admin command (see [`AdminQueue::execute`]) and acts on a failure: a
-    /// command the NIC does not answer in time, or answers out of step, means the NIC has
-    /// failed ([`Nic::failed`]).
+    /// command the NIC does not answer in time fails alone; a NIC that answers nothing for
+    /// 10 s, or answers out of step, has failed ([`Nic::failed`]).
     ///
     /// # Errors
     ///
-    /// `EIO` at once if the NIC is dead; `ETIMEDOUT` if it did not answer within 5 s;
+    /// `EIO` at once if the NIC is dead; `ETIMEDOUT` if it did not answer within 5 s (or
+    /// every slot of the queue held an unanswered command for 5 s);
     /// `ENOMEM` if it has no room for the object; `EIO` if it died while the command
     /// waited, answered for another command or with another error status (logged, rate
     /// limited). [`Failed::may_have_run`] says whether the NIC may have carried it out.
@@ -297,20 +298,37 @@ impl<'bound> Nic<'bound> {
         };
         let err = match f {
             Failure::NotSent | Failure::DiedWaiting => EIO,
-            Failure::TimedOut => {
-                self.failed(|| {
-                    dev_err!(
+            // This command alone: the NIC answers others (and may answer this one late,
+            // when its answer is dropped; what it reaches stays with the caller's retired
+            // memory, `may_have_run`).
+            Failure::TimedOut | Failure::QueueFull => {
+                self.verbs_log_limit.log(self.pdev, || {
+                    dev_warn!(
                         self.pdev,
-                        "admin command {opcode:#x} timed out: the NIC is treated as failed, its verbs fail with EIO until it is rebound\n"
+                        "admin command {opcode:#x} {}: it fails with ETIMEDOUT, the NIC serves the rest\n",
+                        if f == Failure::QueueFull {
+                            "found every admin slot unanswered for 5 s"
+                        } else {
+                            "timed out (5 s)"
+                        }
                     )
                 });
                 ETIMEDOUT
             }
-            Failure::WrongId { got, want } => {
+            Failure::Unresponsive => {
                 self.failed(|| {
                     dev_err!(
                         self.pdev,
-                        "admin completion for id {got} while waiting for {want}: the NIC is treated as failed\n"
+                        "admin command {opcode:#x} timed out and the NIC answered no command for 10 s: the NIC is treated as failed, its verbs fail with EIO until it is rebound\n"
+                    )
+                });
+                ETIMEDOUT
+            }
+            Failure::Stray { got } => {
+                self.failed(|| {
+                    dev_err!(
+                        self.pdev,
+                        "admin completion for tag {got}, which no command has: the NIC is treated as failed\n"
                     )
                 });
                 EIO

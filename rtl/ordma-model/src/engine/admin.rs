@@ -115,6 +115,17 @@ impl Nic {
                     (hw::AQ_BAD_PARAM, 0)
                 }
             };
+            if self.config.fault == Some(Fault::AdminLost) {
+                warn!(
+                    cmd_id,
+                    "injected fault: the command ran, its completion is lost"
+                );
+                self.config.fault = None;
+                if let Some(aq) = self.aq.as_mut() {
+                    aq.sq_head = aq.sq_head.wrapping_add(1);
+                }
+                continue;
+            }
             let Some(aq) = self.aq.as_mut() else { break };
             let c = hw::AdminCompletion {
                 cmd_id,

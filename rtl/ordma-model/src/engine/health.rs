@@ -30,12 +30,15 @@ pub enum Fault {
     /// The next admin doorbell makes the NIC fatal (`ERR_INTERNAL`, `EVENT_FATAL`) before
     /// it processes a command: the driver's command dies in flight.
     AdminDies,
+    /// The next admin command runs, and its completion is never written (lost on the
+    /// NIC's way); the fault then disarms itself. The driver's command times out alone.
+    AdminLost,
 }
 
 impl Fault {
     /// The names `--inject` accepts.
     pub const NAMES: &'static str =
-        "bad-version, reset-stuck, query-device-error, destroy-fails, admin-stuck, admin-dies";
+        "bad-version, reset-stuck, query-device-error, destroy-fails, admin-stuck, admin-dies, admin-lost";
 }
 
 impl core::str::FromStr for Fault {
@@ -49,6 +52,7 @@ impl core::str::FromStr for Fault {
             "destroy-fails" => Ok(Self::DestroyFails),
             "admin-stuck" => Ok(Self::AdminStuck),
             "admin-dies" => Ok(Self::AdminDies),
+            "admin-lost" => Ok(Self::AdminLost),
             _ => Err(format!("unknown fault {s} ({})", Self::NAMES)),
         }
     }
