@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
@@ -65,6 +65,11 @@ pub fn socket_path(dir: &Path, mac: [u8; 6]) -> PathBuf {
         "{a:02x}-{b:02x}-{c:02x}-{d:02x}-{e:02x}-{f:02x}.sock"
     ))
 }
+
+/// The most peers a port keeps a socket and a batch for. Ports on one segment are a
+/// handful; the bound is for a user whose UD datagrams name random MACs: they cost a
+/// table of this size, not one entry each, nor a walk of every one at each flush.
+pub const MAX_PEERS: usize = 64;
 
 /// Whether `mac` is a group (broadcast or multicast) address.
 fn is_group(mac: [u8; 6]) -> bool {
@@ -188,7 +193,10 @@ fn connect(dir: &Path, dmac: [u8; 6], sndbuf: usize) -> Option<UnixDatagram> {
 pub struct SocketWire {
     dir: PathBuf,
     own: PathBuf,
+    /// At most [`MAX_PEERS`]: a user's UD WQE carries any destination MAC.
     peers: Mutex<HashMap<[u8; 6], Peer>>,
+    /// Peers dropped to make room for a new one ([`SocketWire::peer`]).
+    peers_evicted: AtomicU64,
     sndbuf: usize,
     pcap: Option<Arc<Pcap>>,
     faults: Mutex<Faults>,
@@ -290,6 +298,7 @@ impl SocketWire {
                 dir: dir.to_path_buf(),
                 own: path,
                 peers: Mutex::default(),
+                peers_evicted: AtomicU64::new(0),
                 sndbuf: SNDBUF,
                 pcap: None,
                 faults: Mutex::new(Faults::new(mac)),
@@ -341,9 +350,32 @@ impl SocketWire {
             return self.broadcast(frame);
         }
         let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
-        let peer = peers.entry(dmac).or_insert_with(Peer::new);
+        let peer = self.peer(&mut peers, dmac);
         self.transmit(peer, dmac, frame);
         peer.flush(&self.dir, dmac, self.sndbuf, &self.faults);
+    }
+
+    /// The peer for `dmac`, made if new. The table is bounded ([`MAX_PEERS`]): a new peer
+    /// in a full table first takes the place of one with nothing held (its socket closed,
+    /// counted in `peers_evicted`); if every one holds frames, they go out first.
+    fn peer<'a>(&self, peers: &'a mut HashMap<[u8; 6], Peer>, dmac: [u8; 6]) -> &'a mut Peer {
+        if !peers.contains_key(&dmac) && peers.len() >= MAX_PEERS {
+            let idle = peers
+                .iter()
+                .find(|(_, p)| p.batch.is_empty() && p.held.is_none())
+                .map(|(&m, _)| m);
+            let victim = idle.or_else(|| {
+                for (&m, p) in peers.iter_mut() {
+                    p.flush(&self.dir, m, self.sndbuf, &self.faults);
+                }
+                peers.keys().next().copied()
+            });
+            if let Some(m) = victim {
+                peers.remove(&m);
+                self.peers_evicted.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        peers.entry(dmac).or_insert_with(Peer::new)
     }
 
     /// Puts `frame` in `peer`'s batch as the link's failures decide (lost, corrupted,
@@ -423,7 +455,7 @@ impl Wire for SocketWire {
             return self.broadcast(frame);
         }
         let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
-        let peer = peers.entry(dmac).or_insert_with(Peer::new);
+        let peer = self.peer(&mut peers, dmac);
         self.transmit(peer, dmac, frame);
     }
 
@@ -453,11 +485,18 @@ impl Wire for SocketWire {
     }
 
     fn impairments(&self) -> String {
-        let f = self.faults.lock().unwrap_or_else(PoisonError::into_inner);
-        let [lost, duplicated, reordered, corrupted] = f.n;
+        // Lock order: the peers, then the faults (as `send`); one at a time here.
+        let [lost, duplicated, reordered, corrupted] =
+            self.faults.lock().unwrap_or_else(PoisonError::into_inner).n;
+        let peers = self
+            .peers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
+        let evicted = self.peers_evicted.load(Ordering::Relaxed);
         format!(
             " wire_lost={lost} wire_duplicated={duplicated} wire_reordered={reordered} \
-             wire_corrupted={corrupted}"
+             wire_corrupted={corrupted} wire_peers={peers} wire_peers_evicted={evicted}"
         )
     }
 }

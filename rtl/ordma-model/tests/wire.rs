@@ -539,6 +539,58 @@ fn a_silenced_socket_wire_sends_nothing() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// Frames to 1000 random MACs (a user's UD datagrams, each WQE with its own destination
+/// MAC): the port keeps at most `MAX_PEERS` peers, evicting idle ones (counted), and a real
+/// peer among them still gets every frame sent to it.
+#[test]
+fn a_sender_to_random_macs_grows_no_table() {
+    let dir = std::env::temp_dir().join(format!("ordma-wire-peers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (mac1, mac2) = (port::lid_mac(1), port::lid_mac(2));
+    let (w, _) = ordma_model::wire::SocketWire::bind(&dir, mac1).unwrap();
+    let (_, rx) = ordma_model::wire::SocketWire::bind(&dir, mac2).unwrap();
+    rx.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut frame = vec![0u8; 64];
+    frame[6..12].copy_from_slice(&mac1);
+    let mut sent = 0;
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for i in 0..1000u32 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // A unicast MAC (group bit clear) that no port has.
+        let mut mac: [u8; 6] = x.to_le_bytes()[..6].try_into().unwrap();
+        mac[0] &= 0xfe;
+        wire::Wire::send(&w, mac, &frame);
+        if i % 100 == 0 {
+            wire::Wire::send(&w, mac2, &frame);
+            sent += 1;
+        }
+        wire::Wire::flush(&w);
+    }
+    let report = wire::Wire::impairments(&w);
+    let field = |k: &str| -> usize {
+        report
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{k}=")))
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    };
+    assert!(
+        field("wire_peers") <= ordma_model::wire::MAX_PEERS,
+        "{report}"
+    );
+    assert!(
+        field("wire_peers_evicted") >= 1000 - ordma_model::wire::MAX_PEERS,
+        "{report}"
+    );
+    let mut buf = vec![0u8; 256];
+    let got = std::iter::from_fn(|| rx.recv(&mut buf).ok()).count();
+    assert_eq!(got, sent, "the real peer got every frame");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// A 200 000-byte WRITE between two NICs on `SocketWire`s polled by the test, each socket
 /// to a peer asking for `sndbuf` bytes of send buffer: the batches that came and the
 /// largest datagram.
