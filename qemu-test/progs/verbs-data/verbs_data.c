@@ -80,6 +80,7 @@ int failures;
 enum ibv_qp_type qp_kind = IBV_QPT_RC;
 int qp_timeout = 14, qp_retry_cnt = 7;
 const char *net_listen, *net_peer;
+const char *go_file, *end_file;
 
 struct ibv_context *open_dev(const char *name)
 {
@@ -676,13 +677,17 @@ int verbs_data_main(int argc, char **argv)
 			net_peer = argv[i + 1];
 		else if (!strcmp(argv[i], "--retry"))
 			qp_retry_cnt = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--go"))
+			go_file = argv[i + 1];
+		else if (!strcmp(argv[i], "--end"))
+			end_file = argv[i + 1];
 		else
 			break;
 	}
 	if (i >= argc) {
 		fprintf(stderr, "usage: %s [--dev A] [--dev2 B] [--mem 4k|huge:PATH|dmabuf] "
-				"[--listen PORT|--peer HOST:PORT] [--retry N] transfers|errors|rnr|events|many|many-2m|shared|levels|rereg|mw|stale|drain|quirks|"
-				"cq-resize|srq|srq-resize|srq-events|srq-errnos|srq-hold|atomics|uc|ud|ud-hold|ex|scale[=N]|scale-hold|sends-hold=N|stress[=N]...\n", argv[0]);
+				"[--listen PORT|--peer HOST:PORT] [--retry N] [--go FILE] [--end FILE] transfers|errors|rnr|events|many|many-2m|shared|levels|rereg|mw|stale|drain|quirks|"
+				"cq-resize|srq|srq-resize|srq-events|srq-errnos|srq-hold|atomics|uc|ud|ud-hold|ex|scale[=N]|scale-hold|sends-hold=N|stress[=N]|arm-storm=S[,P]|cq-wakeups=N...\n", argv[0]);
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -750,8 +755,10 @@ int verbs_data_main(int argc, char **argv)
 			check_stress(-1);
 		else if (!strncmp(argv[i], "sends-hold=", 11))
 			check_sends_hold(atoi(argv[i] + 11));
-		else if (!strncmp(argv[i], "arm-storm=", 10))
-			check_arm_storm(atoi(argv[i] + 10));
+		else if (!strncmp(argv[i], "arm-storm=", 10)) {
+			const char *pause = strchr(argv[i], ',');
+			check_arm_storm(atoi(argv[i] + 10), pause ? atoi(pause + 1) : 0);
+		}
 		else if (!strncmp(argv[i], "cq-wakeups=", 11))
 			check_cq_wakeups(atoi(argv[i] + 11));
 		else {

@@ -17,6 +17,8 @@ extern int failures;
 extern enum ibv_qp_type qp_kind; /* the QPs side_open makes (IBV_QPT_RC by default) */
 extern int qp_timeout, qp_retry_cnt; /* connect_qp's transport timer and retries */
 extern const char *net_listen, *net_peer; /* stress between two machines: --listen, --peer */
+/* health.c: start when this file exists (--go), close when that one does (--end) */
+extern const char *go_file, *end_file;
 
 #define FAIL(...)                                                                          \
 	do {                                                                               \
@@ -93,7 +95,7 @@ void check_mw(void);
 void check_scale(int count);
 void check_scale_hold(void);
 void check_sends_hold(int n);
-void check_arm_storm(int seconds);
+void check_arm_storm(int seconds, int pause_ms);
 void check_cq_wakeups(int rounds);
 
 #endif

@@ -41,17 +41,18 @@ const SIGNALLED_POLL: Delta = Delta::from_micros(1000);
 pub(crate) const AQ_LOG_DEPTH: u32 = 4;
 const AQ_DEPTH: u16 = 1 << AQ_LOG_DEPTH;
 
-/// A submission slot: the command it holds until the NIC answers it.
+/// A submission slot: the command it holds until the NIC answers it, or has at least read
+/// it (it reads the ring in order: an answer to a later command says so).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Slot {
     Free,
-    /// Sent with this tag, waiting for its answer.
-    Waiting(u32),
+    /// Sent with this tag at this producer index, waiting for its answer.
+    Waiting(u32, u16),
     /// Answered (tag, status, result), for its waiter to take.
     Answered(u32, u16, u64),
     /// Its waiter gave up (timeout, the NIC died): the answer is dropped when it comes. The
     /// caller kept what the command reaches ([`Failure::may_have_run`]).
-    Abandoned(u32),
+    Abandoned(u32, u16),
 }
 
 impl Slot {
@@ -59,7 +60,15 @@ impl Slot {
     fn tag(self) -> Option<u32> {
         match self {
             Self::Free => None,
-            Self::Waiting(t) | Self::Answered(t, ..) | Self::Abandoned(t) => Some(t),
+            Self::Waiting(t, _) | Self::Answered(t, ..) | Self::Abandoned(t, _) => Some(t),
+        }
+    }
+
+    /// The producer index the command was sent at, while it is unanswered.
+    fn sent_at(self) -> Option<u16> {
+        match self {
+            Self::Waiting(_, at) | Self::Abandoned(_, at) => Some(at),
+            _ => None,
         }
     }
 }
@@ -73,8 +82,14 @@ struct AdminState {
     cq_head: u16,
     /// Next command tag.
     next_id: u32,
-    /// What each SQ slot holds; a slot is reused once its command is answered.
+    /// What each SQ slot holds; a slot is reused once its command is answered, or, for
+    /// an abandoned one, once the NIC answered a command sent after it.
     slots: [Slot; AQ_DEPTH as usize],
+    /// Tags of abandoned commands whose slots were reused: an answer that comes for one
+    /// late is dropped. A ring, the oldest overwritten.
+    late: [u32; AQ_DEPTH as usize],
+    /// Next entry of `late` to write.
+    late_next: usize,
     /// Since when the NIC has answered nothing while commands were outstanding.
     silent_since: Option<Instant<Monotonic>>,
     /// An answer carried a tag no command has: the tag, and the rings are out of step.
@@ -86,9 +101,24 @@ struct AdminState {
 impl AdminState {
     /// Whether a command is sent and not answered (or answered and not yet taken).
     fn outstanding(&self) -> bool {
-        self.slots
-            .iter()
-            .any(|s| matches!(s, Slot::Waiting(_) | Slot::Abandoned(_)))
+        self.slots.iter().any(|s| s.sent_at().is_some())
+    }
+
+    /// The NIC answered the command sent at `at`: it has read every one sent before, and
+    /// the slots of those abandoned are free again (their tags kept in `late`).
+    fn read_before(&mut self, at: u16) {
+        for s in self.slots.iter_mut() {
+            if let Slot::Abandoned(tag, sent) = *s {
+                // CAST: the distance between two producer indexes, as a signed offset.
+                if (at.wrapping_sub(sent) as i16) > 0 {
+                    *s = Slot::Free;
+                    if let Some(l) = self.late.get_mut(self.late_next) {
+                        *l = tag;
+                    }
+                    self.late_next = (self.late_next + 1) % self.late.len();
+                }
+            }
+        }
     }
 }
 
@@ -150,6 +180,8 @@ impl AdminQueue {
                     cq_head: 0,
                     next_id: 1,
                     slots: [Slot::Free; AQ_DEPTH as usize],
+                    late: [0; AQ_DEPTH as usize],
+                    late_next: 0,
                     silent_since: None,
                     stray: None,
                     dead: false,
@@ -205,12 +237,32 @@ impl AdminQueue {
         while let Some(c) = self.completion(st.cq_head) {
             st.cq_head = st.cq_head.wrapping_add(1);
             answered = true;
-            match st.slots.iter_mut().find(|s| {
-                matches!(s, Slot::Waiting(_) | Slot::Abandoned(_)) && s.tag() == Some(c.cmd_id)
-            }) {
-                Some(s @ Slot::Waiting(_)) => *s = Slot::Answered(c.cmd_id, c.status, c.result),
-                Some(s) => *s = Slot::Free,
-                None => st.stray = Some(c.cmd_id),
+            let found = st
+                .slots
+                .iter_mut()
+                .find(|s| s.sent_at().is_some() && s.tag() == Some(c.cmd_id));
+            let at = match found {
+                Some(s) => {
+                    let at = s.sent_at();
+                    *s = match *s {
+                        Slot::Waiting(..) => Slot::Answered(c.cmd_id, c.status, c.result),
+                        _ => Slot::Free,
+                    };
+                    at
+                }
+                None => {
+                    // A late answer to an abandoned command whose slot was reused: dropped.
+                    // Any other tag: the NIC is out of step.
+                    if let Some(l) = st.late.iter_mut().find(|l| **l == c.cmd_id && c.cmd_id != 0) {
+                        *l = 0;
+                    } else {
+                        st.stray = Some(c.cmd_id);
+                    }
+                    None
+                }
+            };
+            if let Some(at) = at {
+                st.read_before(at);
             }
         }
         if answered {
@@ -256,7 +308,7 @@ impl AdminQueue {
             }
         };
         let cmd_id = st.next_id;
-        st.next_id = st.next_id.wrapping_add(1);
+        st.next_id = st.next_id.wrapping_add(1).max(1);
         let cmd = hw::AdminCmd {
             opcode,
             cmd_id,
@@ -264,8 +316,9 @@ impl AdminQueue {
         };
         // PANIC: `slot < AQ_DEPTH`, the ring's length.
         io_project!(self.sq, [panic: slot]).copy_write(cmd.encode());
+        let at = st.prod;
         if let Some(s) = st.slots.get_mut(slot) {
-            *s = Slot::Waiting(cmd_id);
+            *s = Slot::Waiting(cmd_id, at);
         }
         if st.silent_since.is_none() {
             st.silent_since = Some(Instant::now());
@@ -277,7 +330,7 @@ impl AdminQueue {
 
         let abandon = |st: &mut AdminState, f: Failure| {
             if let Some(s) = st.slots.get_mut(slot) {
-                *s = Slot::Abandoned(cmd_id);
+                *s = Slot::Abandoned(cmd_id, at);
             }
             Err(f)
         };

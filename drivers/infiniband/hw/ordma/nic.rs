@@ -302,15 +302,15 @@ impl<'bound> Nic<'bound> {
             // when its answer is dropped; what it reaches stays with the caller's retired
             // memory, `may_have_run`).
             Failure::TimedOut | Failure::QueueFull => {
+                let what = if f == Failure::QueueFull {
+                    "found every admin slot unanswered for 5 s"
+                } else {
+                    "timed out (5 s)"
+                };
                 self.verbs_log_limit.log(self.pdev, || {
                     dev_warn!(
                         self.pdev,
-                        "admin command {opcode:#x} {}: it fails with ETIMEDOUT, the NIC serves the rest\n",
-                        if f == Failure::QueueFull {
-                            "found every admin slot unanswered for 5 s"
-                        } else {
-                            "timed out (5 s)"
-                        }
+                        "admin command {opcode:#x} {what}: it fails with ETIMEDOUT, the NIC serves the rest\n"
                     )
                 });
                 ETIMEDOUT
