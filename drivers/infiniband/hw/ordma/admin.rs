@@ -253,7 +253,11 @@ impl AdminQueue {
                 None => {
                     // A late answer to an abandoned command whose slot was reused: dropped.
                     // Any other tag: the NIC is out of step.
-                    if let Some(l) = st.late.iter_mut().find(|l| **l == c.cmd_id && c.cmd_id != 0) {
+                    if let Some(l) = st
+                        .late
+                        .iter_mut()
+                        .find(|l| **l == c.cmd_id && c.cmd_id != 0)
+                    {
                         *l = 0;
                     } else {
                         st.stray = Some(c.cmd_id);
