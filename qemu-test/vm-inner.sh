@@ -238,14 +238,16 @@ guest() {
 	# /ordma/results/control/kill-nic<j>; the harness kills it (SIGKILL, by kill-model.py) and
 	# renames the file killed-nic<j>.
 	# The control channel: the guest writes req-<id> holding "<nic-index> <request words>"; the
-	# harness sends the request to that model (ordma-model ctl, its --control socket), writes the
-	# reply line to resp-<id> (a temporary name, then mv) and removes the request. With several
+	# harness takes it once its line is complete, sends the request to that model (ordma-model
+	# ctl, its --control socket), writes the reply line to resp-<id> (a temporary name, then mv)
+	# and removes the request; the guest leaves the response, removed a minute later. With several
 	# guests, "segment <request words>" goes to the segment's hub (segment.py ctl).
 	# With several guests, a guest powered off mid-run (pulling its plug): it creates
 	# /ordma/results/control/poweroff; the harness kills its QEMU and its NIC models at once,
 	# and the guest's verdict is the others' (its kernel log is still checked up to then).
 	mkdir -p "$R/control"
 	(
+		polls=0
 		while kill -0 "$QPID" 2>/dev/null; do
 			if [ "$VMS" -gt 1 ] && [ -e "$R/control/poweroff" ]; then
 				touch "/tmp/vm$i.powered-off"
@@ -267,9 +269,14 @@ guest() {
 			done
 			for f in "$R"/control/req-*; do
 				[ -e "$f" ] || continue
+				# The guest writes a request in place (a rename would cost it an exec, a
+				# second under the debug kernel): complete once its line ends.
+				content=
+				IFS= read -r -d '' content <"$f" || true
+				[[ $content == *$'\n' ]] || continue
 				id=${f##*/req-}
 				j= words=
-				read -r j words <"$f" || true
+				read -r j words <<<"$content" || true
 				read -r -a w <<<"$words"
 				if [ "$j" = segment ] && [ "$VMS" -gt 1 ] && [ ${#w[@]} -gt 0 ]; then
 					out=$(python3 /ordma/src/qemu-test/segment.py ctl --control /tmp/segment.ctl -- "${w[@]}" 2>&1 |
@@ -286,6 +293,11 @@ guest() {
 				rm -f "$f"
 				log "control: $([ "$j" = segment ] || echo "NIC ")$j '$words' -> $out"
 			done
+			# The guest reads a response and leaves it (removing it would cost an exec):
+			# those a minute old go, every 20 s.
+			if ((++polls % 100 == 0)); then
+				find "$R/control" -maxdepth 1 -name 'resp-*' -mmin +1 -delete 2>/dev/null || true
+			fi
 			sleep 0.2
 		done
 	) &
