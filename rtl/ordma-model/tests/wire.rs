@@ -777,7 +777,7 @@ fn the_socket_wire_fails_on_request() {
     assert_eq!(burst(), [frame(1), frame(2), frame(3)]);
     assert_eq!(
         a.impairments(),
-        " wire_lost=0 wire_duplicated=0 wire_reordered=0 wire_corrupted=0"
+        " wire_lost=0 wire_duplicated=0 wire_reordered=0 wire_corrupted=0 wire_peers=1 wire_peers_evicted=0"
     );
     a.impair(Impairment::Loss, 1.0).unwrap();
     assert_eq!(burst(), Vec::<Vec<u8>>::new());
@@ -806,7 +806,7 @@ fn the_socket_wire_fails_on_request() {
     }
     assert_eq!(
         a.impairments(),
-        " wire_lost=3 wire_duplicated=3 wire_reordered=1 wire_corrupted=3"
+        " wire_lost=3 wire_duplicated=3 wire_reordered=1 wire_corrupted=3 wire_peers=1 wire_peers_evicted=0"
     );
     assert!(a.impair(Impairment::Loss, 1.5).is_err());
     std::fs::remove_dir_all(&dir).unwrap();
