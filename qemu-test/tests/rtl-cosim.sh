@@ -9,7 +9,9 @@
 #   event, 16 QP pairs of 64 KiB, UCX's and NCCL's quirks, on one NIC and between the two;
 #   every byte verified;
 # - 16 QP pairs at once, a SEND and a WRITE of 2 MiB each (verbs-data many-2m), every
-#   byte verified; and perftest's ib_write_bw with 16 QPs of 2 MiB between the NICs;
+#   byte verified; and perftest's ib_write_bw with 16 QPs of 2 MiB between the NICs (QP
+#   timeout 18, about 1 s: 80 WRITEs of 2 MiB in flight through the co-simulated RTL beside
+#   other guests once ran out of the default's retries, RETRY_EXC_ERR, on 8 December);
 # - ibv_rc_pingpong, unmodified, between the NICs, --chk, polling and with -e;
 # - then each NIC's status: the RTL carried the traffic (rtl_beats, rtl_icrc_frames,
 #   rtl_stall_cycles) and the scoreboard and the SystemVerilog assertions saw nothing wrong
@@ -42,7 +44,7 @@ pair_run "ibv_rc_pingpong 64 KiB, events" 18516 ibv_rc_pingpong -d ordma0 -s 655
 grep -q "50 iters in" /tmp/cli.out || fail "ibv_rc_pingpong -e: no result line"
 echo "ok: ibv_rc_pingpong between ordma0 and ordma1, polling and with -e, --chk"
 
-pair_run "ib_write_bw 16 QPs x 2 MiB" 18600 ib_write_bw -d ordma0 -F -q 16 -n 5 -s 2097152 -- ib_write_bw -d ordma1 -F -q 16 -n 5 -s 2097152
+pair_run "ib_write_bw 16 QPs x 2 MiB" 18600 ib_write_bw -d ordma0 -F -q 16 -n 5 -s 2097152 -u 18 -- ib_write_bw -d ordma1 -F -q 16 -n 5 -s 2097152 -u 18
 grep -Eq '^ *2097152 +80 ' /tmp/cli.out || fail "ib_write_bw: no result line for 2097152 B x 80 (16 QPs x 5)"
 echo "ok: ib_write_bw with 16 QPs of 2 MiB between ordma0 and ordma1"
 

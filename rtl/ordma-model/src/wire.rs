@@ -484,6 +484,14 @@ impl Wire for SocketWire {
         self.silent.store(on, Ordering::Release);
     }
 
+    fn forget_peers(&self) {
+        self.peers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        self.peers_evicted.store(0, Ordering::Relaxed);
+    }
+
     fn impairments(&self) -> String {
         // Lock order: the peers, then the faults (as `send`); one at a time here.
         let [lost, duplicated, reordered, corrupted] =
@@ -523,6 +531,10 @@ impl Wire for Shared {
 
     fn silence(&self, on: bool) {
         self.0.silence(on);
+    }
+
+    fn forget_peers(&self) {
+        self.0.forget_peers();
     }
 }
 

@@ -106,6 +106,13 @@ impl<'bound> Nic<'bound> {
         }))
     }
 
+    /// Whether the NIC has stopped: its registers read all ones (it no longer answers), or
+    /// `STATUS` says fatal or not enabled.
+    fn stopped(&self) -> bool {
+        let s = self.bar.read(regs::STATUS);
+        s.into_raw() == u32::MAX || s.fatal() || !s.enabled()
+    }
+
     /// Resets the NIC and waits for `STATUS.READY`: it then uses no memory of ours.
     pub(crate) fn reset(&self) -> Result {
         let bar = &self.bar;
@@ -266,7 +273,8 @@ impl<'bound> Nic<'bound> {
 
     /// Runs one admin command (see [`AdminQueue::execute`]) and acts on a failure: a
     /// command the NIC does not answer in time fails alone; a NIC that answers nothing for
-    /// 10 s, or answers out of step, has failed ([`Nic::failed`]).
+    /// 10 s, whose registers read all ones or say it stopped, or that answers out of step,
+    /// has failed ([`Nic::failed`]).
     ///
     /// # Errors
     ///
@@ -301,6 +309,18 @@ impl<'bound> Nic<'bound> {
             // This command alone: the NIC answers others (and may answer this one late,
             // when its answer is dropped; what it reaches stays with the caller's retired
             // memory, `may_have_run`).
+            // A NIC that no longer answers its registers (all ones: gone from the bus, or
+            // dead) or has stopped its queues will answer nothing: failed now.
+            Failure::TimedOut | Failure::QueueFull if self.stopped() => {
+                self.failed(|| {
+                    dev_err!(
+                        self.pdev,
+                        "admin command {opcode:#x} timed out and the NIC has stopped (STATUS {:#x}): the NIC is treated as failed, its verbs fail with EIO until it is rebound\n",
+                        self.bar.read(regs::STATUS).into_raw()
+                    )
+                });
+                ETIMEDOUT
+            }
             Failure::TimedOut | Failure::QueueFull => {
                 let what = if f == Failure::QueueFull {
                     "found every admin slot unanswered for 5 s"

@@ -150,6 +150,7 @@ impl Nic {
         }
         *self = fresh;
         if let Some(w) = self.wire.as_ref() {
+            w.forget_peers();
             w.silence(self.dead);
         }
         Ok(())

@@ -71,6 +71,10 @@ pub trait Wire: Send {
     fn silence(&self, on: bool) {
         let _ = on;
     }
+
+    /// The NIC died softly (either way, [`super::Death`]): it forgets the ports it sent
+    /// to (their sockets, the frames held for them) and their count.
+    fn forget_peers(&self) {}
 }
 
 /// How a link fails on request ([`Wire::impair`]).
