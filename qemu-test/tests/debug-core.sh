@@ -93,6 +93,9 @@ kill -KILL $holder
 wait $holder 2>/dev/null || true
 for _ in $(seq 100); do [ "$(objects 0)$(objects 1)" = "pds=0 mrs=0 cqs=0 qps=0pds=0 mrs=0 cqs=0 qps=0" ] && break; sleep 0.1; done
 empty "after SIGKILL of the holder"
+# Exactly none left; a pin of 9p's zero-copy I/O (an exec from the root) may be in flight
+# for a moment: looked at again for up to 5 s (2 such pages failed it once, 8 December).
+for _ in $(seq 50); do [ $(($(pins) - pins0)) -le 0 ] && break; sleep 0.1; done
 [ $(($(pins) - pins0)) -le 0 ] || fail "$(($(pins) - pins0)) pages still pinned after the holder's death"
 
 stage "5. unbind under a live context and held objects"
